@@ -1,0 +1,37 @@
+"""The committed generated modules are what proto/generate.py makes from proto/*.proto."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_generated_modules_are_fresh(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "proto" / "generate.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    fresh = {p.name: p.read_text() for p in tmp_path.iterdir() if p.suffix in (".py", ".pyi")}
+    committed = {
+        p.name: p.read_text()
+        for p in (ROOT / "core" / "pb").iterdir()
+        if p.suffix in (".py", ".pyi") and p.name != "__init__.py"
+    }
+    assert sorted(fresh) == sorted(committed), "run: python proto/generate.py"
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert not stale, f"stale generated modules {stale}: run python proto/generate.py"
+
+
+def test_message_names_and_numbers_are_kubernetes() -> None:
+    from core.pb import k8s_core_v1_pb2, pods_doc_pb2, pods_v1alpha1_pb2
+
+    pod = k8s_core_v1_pb2.Pod.DESCRIPTOR
+    assert pod.full_name == "k8s.io.api.core.v1.Pod"
+    assert [(f.name, f.number) for f in pod.fields] == [("metadata", 1), ("spec", 2), ("status", 3)]
+    assert pods_v1alpha1_pb2.DESCRIPTOR.services_by_name["Pods"].full_name == "v1alpha1.Pods"
+    assert pods_doc_pb2.DESCRIPTOR.services_by_name["Pods"].full_name == "Pods"
+    assert pods_v1alpha1_pb2.EventType.Value("INITIAL_SYNC_COMPLETE") == 3
