@@ -1,0 +1,262 @@
+"""`pods-api serve`: the command line. Errors in flags or files are one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from core import sockets
+from core.config import DEFAULT_MAX_WATCHERS, DEFAULT_SOCKET, DEFAULT_WATCH_BUFFER, HTTP_SOCKET_NAME, Config
+from core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+
+SOURCE_FLAGS = "--fixtures DIR, --manifests DIR, --manifest-url URL"
+GRPC_SOCKET_NAME = "pods-api.sock"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pods-api", description="The kubelet's node-local Pods API.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="serve the Pods API (gRPC) and its HTTP gateway",
+        description=f"Serve the Pods API from one or more pod sources ({SOURCE_FLAGS}).",
+    )
+    add = serve.add_argument
+    add("--node-name", help="this node's name (default: the host name)")
+    add(
+        "--fixtures",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="pod manifests served as written, status included (repeatable)",
+    )
+    add(
+        "--manifests",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a static pod directory, as the kubelet's --pod-manifest-path (repeatable)",
+    )
+    add(
+        "--manifests-resync",
+        type=_positive,
+        default=20.0,
+        metavar="SECONDS",
+        help="re-list the manifest directory this often, as the kubelet does (default 20)",
+    )
+    add(
+        "--manifest-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a static pod manifest URL, as the kubelet's --manifest-url (repeatable)",
+    )
+    add(
+        "--manifest-url-header",
+        action="append",
+        default=[],
+        type=_header,
+        metavar="'NAME: VALUE'",
+        help="a header sent with every manifest URL request (repeatable)",
+    )
+    add(
+        "--manifest-url-interval",
+        type=_positive,
+        default=20.0,
+        metavar="SECONDS",
+        help="poll the manifest URL this often (default 20)",
+    )
+    add(
+        "--run-dir",
+        type=Path,
+        metavar="DIR",
+        help=f"put every socket under DIR ({GRPC_SOCKET_NAME}, {HTTP_SOCKET_NAME}), for unprivileged use",
+    )
+    add("--socket", type=Path, help=f"the gRPC socket (default {DEFAULT_SOCKET})")
+    add(
+        "--http-socket",
+        type=Path,
+        help=f"the gateway's socket (default: {HTTP_SOCKET_NAME} next to --socket)",
+    )
+    add("--http-listen", metavar="HOST:PORT", help="also serve the gateway on loopback TCP")
+    add("--socket-mode", type=_mode, default=0o600, metavar="OCTAL", help="socket file mode (default 0600)")
+    add("--socket-group", metavar="GROUP", help="socket file group (name or gid)")
+    add(
+        "--qps",
+        type=_non_negative,
+        default=DEFAULT_QPS,
+        help=f"List and Get rate limit per second, shared (default {DEFAULT_QPS:g}; 0 turns it off)",
+    )
+    add(
+        "--burst",
+        type=_positive_int,
+        default=DEFAULT_BURST,
+        help=f"rate limit burst (default {DEFAULT_BURST})",
+    )
+    add(
+        "--watch-buffer",
+        type=_positive_int,
+        default=DEFAULT_WATCH_BUFFER,
+        metavar="EVENTS",
+        help=f"events a watcher may fall behind before it is cut off (default {DEFAULT_WATCH_BUFFER})",
+    )
+    add(
+        "--max-watchers",
+        type=_positive_int,
+        default=DEFAULT_MAX_WATCHERS,
+        help=f"concurrent watches (default {DEFAULT_MAX_WATCHERS})",
+    )
+    add(
+        "--heartbeat",
+        type=_positive,
+        default=15.0,
+        metavar="SECONDS",
+        help="SSE comment heartbeat interval (default 15)",
+    )
+    add("--metrics-listen", metavar="HOST:PORT", help="serve /metrics on loopback TCP as well")
+    add(
+        "--ready-delay",
+        type=_non_negative,
+        default=0.0,
+        metavar="SECONDS",
+        help="hold readiness back this long after start (to exercise FAILED_PRECONDITION)",
+    )
+    add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add("--log-format", default="text", choices=["text", "json"])
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    grpc_socket = args.socket or (args.run_dir / GRPC_SOCKET_NAME if args.run_dir else DEFAULT_SOCKET)
+    http_socket = args.http_socket or (args.run_dir / HTTP_SOCKET_NAME if args.run_dir else None)
+    for flag in ("http_listen", "metrics_listen"):
+        value = getattr(args, flag)
+        if value is not None:
+            sockets.parse_loopback(value, "--" + flag.replace("_", "-"))
+    for path in args.fixtures:
+        if not path.is_dir():
+            raise ValueError(f"--fixtures {path}: not a directory")
+    return Config(
+        node_name=(args.node_name or socket.gethostname()).lower(),
+        socket=grpc_socket,
+        http_socket=http_socket,
+        http_listen=args.http_listen,
+        socket_mode=args.socket_mode,
+        socket_group=args.socket_group,
+        qps=args.qps,
+        burst=args.burst,
+        watch_buffer=args.watch_buffer,
+        max_watchers=args.max_watchers,
+        metrics_listen=args.metrics_listen,
+        ready_delay=args.ready_delay,
+        heartbeat=args.heartbeat,
+        fixtures=args.fixtures,
+        manifests=args.manifests,
+        manifests_resync=args.manifests_resync,
+        manifest_urls=args.manifest_url,
+        manifest_url_headers=args.manifest_url_header,
+        manifest_url_interval=args.manifest_url_interval,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.log_level, args.log_format)
+    if not (args.fixtures or args.manifests or args.manifest_url):
+        parser.error(f"no pod source: give at least one of {SOURCE_FLAGS}")
+    try:
+        config = config_from_args(args)
+        if args.run_dir and not args.run_dir.exists():
+            args.run_dir.mkdir(mode=sockets.DIR_MODE, parents=True)
+        if config.socket_group is not None:
+            sockets.resolve_group(config.socket_group)
+    except ValueError as exc:
+        parser.error(str(exc))
+    from core.server import StartupError, serve
+
+    try:
+        asyncio.run(serve(config))
+    except (StartupError, OSError, ValueError) as exc:
+        print(f"pods-api: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except ExceptionGroup:  # a pod source failed; it logged why
+        raise SystemExit(1) from None
+
+
+# -- flag types: each names what was wrong -------------------------------------------------------
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an octal mode like 0600") from None
+    if mode & ~0o777:
+        raise argparse.ArgumentTypeError(f"{text!r} has bits beyond 0777")
+    return mode
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError("expected 'Name: value'")  # not echoed: it may hold a token
+    return name.strip(), value.strip()
+
+
+# -- logging -----------------------------------------------------------------------------------
+
+
+class _JSONFormatter(logging.Formatter):
+    """One JSON object per line, for node log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry).decode()
+
+
+def _setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JSONFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

@@ -1,0 +1,43 @@
+"""Everything `pods-api serve` can be told, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+
+# Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
+DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
+HTTP_SOCKET_NAME = "pods-api-http.sock"
+# The kubelet's watch channel depth: a watcher this many events behind is cut off.
+DEFAULT_WATCH_BUFFER = 100
+# Each watch holds a queue and a task; beyond this a node agent is leaking watches.
+DEFAULT_MAX_WATCHERS = 1000
+
+
+@dataclass
+class Config:
+    node_name: str
+    socket: Path = DEFAULT_SOCKET
+    http_socket: Path | None = None  # default: next to `socket`
+    http_listen: str | None = None  # HOST:PORT, loopback only
+    socket_mode: int = 0o600
+    socket_group: str | None = None
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+    watch_buffer: int = DEFAULT_WATCH_BUFFER
+    max_watchers: int = DEFAULT_MAX_WATCHERS
+    metrics_listen: str | None = None
+    ready_delay: float = 0.0
+    heartbeat: float = 15.0
+    fixtures: list[Path] = field(default_factory=list)
+    manifests: list[Path] = field(default_factory=list)
+    manifests_resync: float = 20.0
+    manifest_urls: list[str] = field(default_factory=list)
+    manifest_url_headers: list[tuple[str, str]] = field(default_factory=list)
+    manifest_url_interval: float = 20.0
+
+    @property
+    def http_socket_path(self) -> Path:
+        return self.http_socket or self.socket.parent / HTTP_SOCKET_NAME

@@ -1,0 +1,137 @@
+"""Cross-cutting concerns of the Pods API, one interceptor each, outermost first:
+metrics (sees every outcome), rate limit (List and Get), readiness gate (every Pods method).
+Health and reflection pass through untouched."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from core.cache import PodCache
+from core.metrics import Metrics
+from core.ratelimit import TokenBucket
+
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
+
+_PODS_SERVICES = {"v1alpha1.Pods": "v1alpha1", "Pods": "documented"}
+_LIMITED_METHODS = frozenset({"ListPods", "GetPod"})
+NOT_SYNCED = "pod sources have not finished their initial sync"
+
+
+def _pods_method(details: grpc.HandlerCallDetails) -> tuple[str, str] | None:
+    """(server_api_version, method) for a Pods API call, None for anything else."""
+    service, _, method = details.method.lstrip("/").rpartition("/")
+    version = _PODS_SERVICES.get(service)
+    return (version, method) if version else None
+
+
+def _go_code_name(code: grpc.StatusCode) -> str:
+    """The Go name of a status code, as the kubelet's metrics label it (NOT_FOUND -> NotFound)."""
+    if code is grpc.StatusCode.CANCELLED:
+        return "Canceled"
+    return "".join(part.capitalize() for part in code.name.split("_"))
+
+
+def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
+    async def reject(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(code, message)
+
+    return _rewrap(handler, lambda behavior: reject)
+
+
+def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+        )
+    return handler  # the Pods API has no client-streaming methods
+
+
+class MetricsInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        target = _pods_method(details)
+        if handler is None or target is None:
+            return handler
+        version, method = target
+        record = self._metrics.record_request
+
+        def unary(behavior: Any) -> Any:
+            async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    response = await behavior(request, context)
+                except BaseException as exc:
+                    record(version, method, _outcome(context, exc))
+                    raise
+                record(version, method, _outcome(context, None))
+                return response
+
+            return observed
+
+        def stream(behavior: Any) -> Any:
+            async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    async for item in behavior(request, context):
+                        yield item
+                except BaseException as exc:
+                    record(version, method, _outcome(context, exc))
+                    raise
+                record(version, method, _outcome(context, None))
+
+            return observed
+
+        return _rewrap(handler, stream if handler.unary_stream is not None else unary)
+
+
+def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
+    if isinstance(exc, asyncio.CancelledError):
+        return "Canceled"
+    code = context.code()
+    if code is None:
+        return "OK" if exc is None else "Unknown"
+    return _go_code_name(code)
+
+
+class RateLimitInterceptor(grpc.aio.ServerInterceptor):
+    """List and Get share one token bucket (watches are long-lived and capped separately)."""
+
+    def __init__(self, limiter: TokenBucket) -> None:
+        self._limiter = limiter
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        target = _pods_method(details)
+        if handler is None or target is None or target[1] not in _LIMITED_METHODS:
+            return handler
+        if self._limiter.allow():
+            return handler
+        return _rejecting(handler, grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded; retry later")
+
+
+class ReadinessInterceptor(grpc.aio.ServerInterceptor):
+    """Until every pod source has synced, every Pods method fails: never a partial list."""
+
+    def __init__(self, cache: PodCache) -> None:
+        self._cache = cache
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or _pods_method(details) is None or self._cache.ready:
+            return handler
+        return _rejecting(handler, grpc.StatusCode.FAILED_PRECONDITION, NOT_SYNCED)

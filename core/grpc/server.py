@@ -1,0 +1,86 @@
+"""The grpc.aio server: both Pods contracts, the standard health service and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from core.cache import PodCache
+from core.grpc.interceptors import MetricsInterceptor, RateLimitInterceptor, ReadinessInterceptor
+from core.grpc.service import Contract, PodsService
+from core.metrics import Metrics
+from core.pb import pods_doc_pb2, pods_v1alpha1_pb2
+from core.ratelimit import TokenBucket
+
+_REQUESTS = {
+    Contract.V1ALPHA1: (
+        pods_v1alpha1_pb2.ListPodsRequest,
+        pods_v1alpha1_pb2.GetPodRequest,
+        pods_v1alpha1_pb2.WatchPodsRequest,
+    ),
+    Contract.DOCUMENTED: (
+        pods_doc_pb2.PodListRequest,
+        pods_doc_pb2.PodGetRequest,
+        pods_doc_pb2.PodWatchRequest,
+    ),
+}
+
+
+def _handlers(contract: Contract, service: PodsService) -> grpc.GenericRpcHandler:
+    list_req, get_req, watch_req = _REQUESTS[contract]
+    # No response serializer: the handlers return wire bytes assembled from cached encodings.
+    return grpc.method_handlers_generic_handler(
+        contract.value,
+        {
+            "ListPods": grpc.unary_unary_rpc_method_handler(service.list_pods, list_req.FromString),
+            "GetPod": grpc.unary_unary_rpc_method_handler(service.get_pod, get_req.FromString),
+            "WatchPods": grpc.unary_stream_rpc_method_handler(
+                service.watch_handler(contract), watch_req.FromString
+            ),
+        },
+    )
+
+
+def create_server(cache: PodCache, metrics: Metrics, limiter: TokenBucket | None) -> grpc.aio.Server:
+    interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
+    if limiter is not None:
+        interceptors.append(RateLimitInterceptor(limiter))
+    interceptors.append(ReadinessInterceptor(cache))
+    server = grpc.aio.server(interceptors=interceptors)
+    service = PodsService(cache, metrics)
+    server.add_generic_rpc_handlers([_handlers(c, service) for c in Contract])
+    _add_health(server, cache)
+    names = [c.value for c in Contract] + [
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    ]
+    reflection.enable_server_reflection(names, server)
+    return server
+
+
+def _add_health(server: grpc.aio.Server, cache: PodCache) -> None:
+    """grpc.health.v1: SERVING once the pod sources have synced, for the server ("") and each
+    Pods service; Watch on it tells a client the moment readiness changes."""
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    names = ["", *(c.value for c in Contract)]
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def publish(ready: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in names:
+            await health.set(name, status)
+
+    def on_readiness(ready: bool) -> None:
+        task = asyncio.get_running_loop().create_task(publish(ready))
+        tasks.add(task)  # keep a reference until done: the loop holds tasks only weakly
+        task.add_done_callback(tasks.discard)
+
+    cache.on_readiness(on_readiness)
+    on_readiness(cache.ready)

@@ -1,0 +1,95 @@
+"""One version of one pod, encoded once: every List, Get and watcher reuses these bytes."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from core.codec import CodecError, pod_from_message, pod_to_message
+from core.fieldmask import FieldMask
+from core.pb import k8s_core_v1_pb2
+
+# Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
+# client cycling through masks from holding memory per pod.
+MASKED_PER_POD = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Masked:
+    pb: bytes
+    json: dict[str, Any]
+    json_bytes: bytes
+
+
+@dataclass(eq=False, slots=True)
+class PodVersion:
+    """A pod as stored: its message, protobuf bytes and Kubernetes JSON, made once.
+
+    Treat every attribute as read-only: the same object is shared by every reader.
+    """
+
+    message: k8s_core_v1_pb2.Pod
+    pb: bytes
+    json: dict[str, Any]
+    json_bytes: bytes
+    _masked: OrderedDict[str, Masked] = field(default_factory=OrderedDict, repr=False)
+    _whole: Masked = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._whole = Masked(self.pb, self.json, self.json_bytes)
+
+    @property
+    def uid(self) -> str:
+        return self.message.metadata.uid
+
+    @property
+    def name(self) -> str:
+        return self.message.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.message.metadata.namespace
+
+    @classmethod
+    def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:
+        pod_json = pod_from_message(message)
+        return cls(message, message.SerializeToString(deterministic=True), pod_json, orjson.dumps(pod_json))
+
+    @classmethod
+    def from_json(cls, obj: Any, warnings: list[str] | None = None) -> PodVersion:
+        """From a person's JSON/YAML; raises CodecError. The JSON stored is the canonical form."""
+        decoded = pod_to_message(obj)
+        if warnings is not None:
+            warnings.extend(decoded.warnings)
+        return cls.from_message(decoded.message)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PodVersion:
+        message = k8s_core_v1_pb2.Pod()
+        try:
+            message.ParseFromString(data)
+        except Exception as exc:
+            raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
+        return cls.from_message(message)
+
+    def masked(self, mask: FieldMask | None) -> Masked:
+        """This version under a mask, computed once per (mask, version)."""
+        if mask is None:
+            return self._whole
+        hit = self._masked.get(mask.key)
+        if hit is not None:
+            self._masked.move_to_end(mask.key)
+            return hit
+        masked_json = mask.apply_json(self.json)
+        hit = Masked(
+            mask.apply_message(self.message).SerializeToString(deterministic=True),
+            masked_json,
+            orjson.dumps(masked_json),
+        )
+        self._masked[mask.key] = hit
+        if len(self._masked) > MASKED_PER_POD:
+            self._masked.popitem(last=False)
+        return hit

@@ -1,0 +1,203 @@
+"""Process wiring: one asyncio loop runs the sources, the gRPC server and the HTTP gateway, all
+on one shared core (cache, rate limiter, metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import uvicorn
+from prometheus_client import start_http_server
+
+from core import sockets
+from core.cache import PodCache, SourceSink
+from core.config import Config
+from core.grpc.server import create_server
+from core.metrics import Metrics
+from core.ratelimit import TokenBucket
+from core.sources import Source
+from core.watch import WatchHub
+
+log = logging.getLogger(__name__)
+
+# SIGTERM to exit: kubelet and systemd give 30 s, but a node agent should be gone at once; 2 s
+# lets open watches hear UNAVAILABLE and in-flight Lists finish.
+SHUTDOWN_GRACE = 1.5
+
+
+class StartupError(Exception):
+    """Something the user must fix before the server can start: one line, no traceback."""
+
+
+@dataclass(eq=False)
+class Core:
+    """What every surface is built on: the gRPC server and the gateway take this and nothing else."""
+
+    config: Config
+    cache: PodCache
+    limiter: TokenBucket | None  # shared by List and Get on every surface; None: no limit
+    metrics: Metrics
+
+
+def build_core(config: Config) -> Core:
+    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers)
+    cache = PodCache(hub)
+    metrics = Metrics(cache)
+    hub.on_drop = metrics.watch_events_dropped.inc
+    limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
+    return Core(config, cache, limiter, metrics)
+
+
+def build_sources(config: Config, core: Core) -> list[Source]:
+    from core.sources.fixtures import FixturesSource
+    from core.sources.manifests import ManifestDirSource
+    from core.sources.url import ManifestURLSource
+
+    def on_error(name: str) -> Callable[[str], None]:
+        counter = core.metrics.source_errors.labels(name)
+        return lambda reason: counter.inc()
+
+    sources: list[Source] = []
+    for path in config.fixtures:
+        sources.append(FixturesSource(path, on_error=on_error(f"fixtures:{path}")))
+    for path in config.manifests:
+        sources.append(
+            ManifestDirSource(
+                path,
+                node_name=config.node_name,
+                resync=config.manifests_resync,
+                on_error=on_error(f"manifests:{path}"),
+            )
+        )
+    for url in config.manifest_urls:
+        sources.append(
+            ManifestURLSource(
+                url,
+                node_name=config.node_name,
+                headers=config.manifest_url_headers,
+                interval=config.manifest_url_interval,
+                on_error=on_error(f"url:{url}"),
+            )
+        )
+    return sources
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the process's signals are ours: one shutdown path for every surface
+
+
+async def serve(config: Config) -> None:
+    """Run until SIGTERM or SIGINT. Raises StartupError for what a user must fix."""
+    core = build_core(config)
+    sources = build_sources(config, core)
+    if not sources:
+        raise StartupError("no pod source configured")
+    sinks = [(source, core.cache.source(source.name)) for source in sources]
+    if config.ready_delay > 0:
+        hold = core.cache.hold("ready-delay")
+        asyncio.get_running_loop().call_later(config.ready_delay, hold.set_open)
+
+    grpc_server = await _start_grpc(core)
+    cleanup: list[Path] = [config.socket]
+    try:
+        http = await _start_gateway(core, cleanup)
+        metrics_http = _start_metrics(core)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_run_source(s, sink), name=s.name) for s, sink in sinks]
+            log.info("serving the Pods API on %s", config.socket, extra={"pods": len(core.cache)})
+            await stop.wait()
+            log.info("shutting down")
+            await _shutdown(core, grpc_server, http, tasks)
+        if metrics_http is not None:
+            metrics_http.shutdown()
+    finally:
+        for path in cleanup:
+            sockets.remove(path)
+
+
+async def _run_source(source: Source, sink: SourceSink) -> None:
+    try:
+        await source.run(sink)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("pod source %s failed; stopping", source.name)
+        raise
+
+
+async def _start_grpc(core: Core) -> grpc.aio.Server:
+    config = core.config
+    try:
+        sockets.prepare(config.socket)
+    except sockets.SocketInUse as exc:
+        raise StartupError(str(exc)) from None
+    server = create_server(core.cache, core.metrics, core.limiter)
+    with sockets.private_umask():
+        if not server.add_insecure_port(f"unix:{config.socket}"):
+            raise StartupError(f"cannot listen on {config.socket}")
+        await server.start()
+    sockets.secure(config.socket, config.socket_mode, config.socket_group)
+    return server
+
+
+async def _start_gateway(core: Core, cleanup: list[Path]) -> tuple[_Uvicorn, asyncio.Task[None]]:
+    from gateway.app import create_app
+
+    config = core.config
+    try:
+        listeners = [sockets.bind_unix(config.http_socket_path, config.socket_mode, config.socket_group)]
+    except sockets.SocketInUse as exc:
+        raise StartupError(str(exc)) from None
+    cleanup.append(config.http_socket_path)
+    if config.http_listen:
+        host, port = sockets.parse_loopback(config.http_listen, "--http-listen")
+        listeners.append(sockets.bind_tcp(host, port))
+    server = _Uvicorn(
+        uvicorn.Config(
+            create_app(core),
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=1,
+        )
+    )
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=listeners))
+    return server, task
+
+
+def _start_metrics(core: Core) -> Any:
+    if not core.config.metrics_listen:
+        return None
+    host, port = sockets.parse_loopback(core.config.metrics_listen, "--metrics-listen")
+    server, _thread = start_http_server(port, host, registry=core.metrics.registry)
+    return server
+
+
+async def _shutdown(
+    core: Core,
+    grpc_server: grpc.aio.Server,
+    http: tuple[_Uvicorn, asyncio.Task[None]],
+    tasks: list[asyncio.Task[None]],
+) -> None:
+    """Stop accepting, end watches with UNAVAILABLE, stop sources: within SHUTDOWN_GRACE."""
+    core.cache.hub.stop()
+    http_server, http_task = http
+    http_server.should_exit = True
+    await asyncio.gather(
+        grpc_server.stop(SHUTDOWN_GRACE / 2), asyncio.wait([http_task], timeout=SHUTDOWN_GRACE / 2)
+    )
+    for task in tasks:
+        task.cancel()

@@ -1,0 +1,105 @@
+"""Start `pods-api serve` the way users do (a real process, real sockets) and talk to it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+# A safety net, not a synchronisation: every wait below ends on an event long before this.
+TIMEOUT = 20.0
+SERVING_LINE = "serving the Pods API on"
+# The console script `pip install` made, next to this interpreter.
+PODS_API = shutil.which("pods-api") or str(Path(sys.executable).parent / "pods-api")
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    run_dir: Path
+    lines: list[str] = field(default_factory=list)
+    _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+
+    @property
+    def socket(self) -> Path:
+        return self.run_dir / "pods-api.sock"
+
+    @property
+    def http_socket(self) -> Path:
+        return self.run_dir / "pods-api-http.sock"
+
+    @property
+    def target(self) -> str:
+        return f"unix:{self.socket}"
+
+    def wait_for_line(self, text: str, timeout: float = TIMEOUT) -> str:
+        """The next stderr line containing text (lines seen before are in self.lines)."""
+        for line in self.lines:
+            if text in line:
+                return line
+        while True:
+            line = self._queue.get(timeout=timeout)
+            if line is None:
+                raise AssertionError(f"pods-api exited waiting for {text!r}:\n" + "".join(self.lines))
+            if text in line:
+                return line
+
+    def wait_ready(self) -> None:
+        """Block until the standard health service says SERVING (an event: Watch streams it)."""
+        with grpc.insecure_channel(self.target) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            for update in stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=TIMEOUT):
+                if update.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=TIMEOUT)
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+
+def start(run_dir: Path, *args: str, wait: str | None = SERVING_LINE) -> Served:
+    cmd = [PODS_API, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
+    proc = subprocess.Popen(
+        cmd,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    served = Served(proc, run_dir)
+    threading.Thread(target=served._pump, daemon=True).start()
+    if wait is not None:
+        served.wait_for_line(wait)
+    return served
+
+
+@contextlib.contextmanager
+def serving(run_dir: Path, *args: str, ready: bool = True) -> Iterator[Served]:
+    served = start(run_dir, *args)
+    try:
+        if ready:
+            served.wait_ready()
+        yield served
+    finally:
+        if served.proc.poll() is None:
+            served.proc.kill()
+            served.proc.wait()

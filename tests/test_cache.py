@@ -1,0 +1,183 @@
+"""The cache: reconciliation, ownership, revisions, readiness, and watch fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from core.cache import RING_SIZE, PodCache
+from core.fieldmask import parse_mask
+from core.pod import MASKED_PER_POD, PodVersion
+from core.watch import EventType, FellBehind, ServerStopping, TooManyWatchers, WatchHub
+
+
+def pod(uid: str, phase: str = "Running", name: str | None = None) -> PodVersion:
+    return PodVersion.from_json(
+        {"metadata": {"name": name or uid, "namespace": "ns", "uid": uid}, "status": {"phase": phase}}
+    )
+
+
+def new_cache(capacity: int = 100, max_watchers: int = 10) -> tuple[PodCache, list[int]]:
+    dropped: list[int] = []
+    hub = WatchHub(capacity=capacity, max_watchers=max_watchers)
+    hub.on_drop = dropped.append
+    return PodCache(hub), dropped
+
+
+def drain(watcher: Any) -> list[tuple[EventType, str]]:
+    out = []
+    while watcher._queue:
+        event = watcher._queue.popleft()
+        out.append((event.type, event.pod.uid))
+    return out
+
+
+def test_replace_reconciles_a_snapshot_into_events() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod("1"), pod("2")])
+    sink.replace([pod("1"), pod("2", "Failed"), pod("3")])  # 1 unchanged: no event
+    sink.replace([pod("3")])
+    assert drain(watcher) == [
+        (EventType.ADDED, "1"),
+        (EventType.ADDED, "2"),
+        (EventType.MODIFIED, "2"),
+        (EventType.ADDED, "3"),
+        (EventType.DELETED, "1"),
+        (EventType.DELETED, "2"),
+    ]
+    assert [p.uid for p in cache.snapshot().pods] == ["3"]
+
+
+def test_deleted_events_carry_the_last_state_and_modified_the_previous() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    sink.replace([pod("1")])
+    _, watcher = cache.watch()
+    sink.upsert(pod("1", "Succeeded"))
+    sink.delete("1")
+    modified, deleted = watcher._queue
+    assert modified.previous is not None and modified.previous.json["status"]["phase"] == "Running"
+    assert deleted.pod.json["status"]["phase"] == "Succeeded"
+
+
+def test_a_uid_held_by_one_source_is_refused_to_another(caplog: pytest.LogCaptureFixture) -> None:
+    cache, _ = new_cache()
+    first, second = cache.source("fixtures:a"), cache.source("manifests:b")
+    first.replace([pod("1", name="mine")])
+    second.replace([pod("1", name="theirs"), pod("2")])
+    assert [(p.uid, p.name) for p in cache.snapshot().pods] == [("1", "mine"), ("2", "2")]
+    assert "source manifests:b refused: source fixtures:a already serves that uid" in caplog.text
+    second.replace([])  # giving up what it never had does not delete the other source's pod
+    assert [p.uid for p in cache.snapshot().pods] == ["1"]
+
+
+def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    start = cache.revision
+    sink.replace([pod("1")])
+    sink.replace([pod("1", "Failed")])
+    assert cache.revision == start + 2
+    assert [(e.type, e.revision) for e in cache.events_since(start) or []] == [
+        (EventType.ADDED, start + 1),
+        (EventType.MODIFIED, start + 2),
+    ]
+    assert cache.events_since(cache.revision) == []
+    assert cache.events_since(start - 1) is None  # from before this process
+    assert cache.events_since(cache.revision + 1) is None  # from the future
+    for i in range(RING_SIZE):
+        sink.upsert(pod("1", str(i)))
+    assert cache.events_since(start) is None  # overwritten
+    assert cache.events_since(cache.revision - 10) is not None
+
+
+def test_ready_only_when_every_gate_is_open() -> None:
+    cache, _ = new_cache()
+    seen: list[bool] = []
+    cache.on_readiness(seen.append)
+    assert not cache.ready  # no source at all is not ready
+    a, b = cache.source("a"), cache.source("b")
+    hold = cache.hold("ready-delay")
+    a.mark_synced()
+    b.mark_synced()
+    assert not cache.ready
+    hold.set_open()
+    assert cache.ready
+    assert seen == [False, False, True]
+    with pytest.raises(ValueError, match="already registered"):
+        cache.source("a")
+
+
+def test_snapshot_and_its_assembled_bytes_are_reused_until_a_change() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    sink.replace([pod("1")])
+    snap = cache.snapshot()
+    built = snap.memo("list", lambda: b"assembled")
+    assert cache.snapshot() is snap
+    assert snap.memo("list", lambda: b"other") is built
+    sink.replace([pod("1"), pod("2")])
+    assert cache.snapshot() is not snap
+
+
+def test_masked_encodings_are_made_once_per_mask_and_bounded() -> None:
+    version = pod("1")
+    mask = parse_mask("status.phase")
+    assert version.masked(mask) is version.masked(parse_mask("status.phase , status.phase"))
+    assert version.masked(None).pb is version.pb
+    for text in (
+        "spec",
+        "status",
+        "metadata",
+        "spec.nodeName",
+        "status.podIP",
+        "status.hostIP",
+        "metadata.labels",
+        "metadata.annotations",
+        "status.reason",
+    ):
+        version.masked(parse_mask(text))
+    assert len(version._masked) == MASKED_PER_POD
+
+
+async def test_watch_snapshot_and_subscription_have_no_gap() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    sink.replace([pod("1")])
+    snap, watcher = cache.watch()
+    sink.replace([pod("1"), pod("2")])
+    assert [p.uid for p in snap.pods] == ["1"]
+    event = await asyncio.wait_for(watcher.get(), 5)
+    assert (event.type, event.pod.uid) == (EventType.ADDED, "2")
+
+
+async def test_a_watcher_behind_by_capacity_is_cut_off_and_the_loss_counted() -> None:
+    cache, dropped = new_cache(capacity=2)
+    sink = cache.source("a")
+    _, slow = cache.watch()
+    _, fast = cache.watch()
+    # One change of many pods is taken whole, even beyond capacity: a relist never cuts off.
+    sink.replace([pod(str(i)) for i in range(5)])
+    assert len(drain(fast)) == 5
+    sink.upsert(pod("0", "Failed"))  # slow still holds 5 >= 2 undelivered events: cut off
+    with pytest.raises(FellBehind):
+        await slow.get()
+    assert dropped == [6]
+    assert len(cache.hub) == 1
+    assert drain(fast) == [(EventType.MODIFIED, "0")]
+
+
+async def test_watcher_limit_and_stop() -> None:
+    cache, _ = new_cache(max_watchers=1)
+    _, watcher = cache.watch()
+    with pytest.raises(TooManyWatchers):
+        cache.watch()
+    cache.hub.stop()
+    with pytest.raises(ServerStopping):
+        await watcher.get()
+    watcher.close()
+    cache.watch()  # a closed watcher frees its place
