@@ -64,11 +64,11 @@ def pod_from_bytes(data: bytes) -> dict[str, Any]:
 
 def pod_from_message(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    _render_into(msg, pod_schema(), out, "")
+    _render_into(msg, pod_schema(), out)
     return out
 
 
-def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any], path: str) -> bool:
+def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any]) -> bool:
     """Write msg's JSON fields into out; return whether msg is non-zero in Go's sense."""
     present = {fd.name: value for fd, value in msg.ListFields()}
     nonzero = False
@@ -78,13 +78,13 @@ def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any], path: str
             assert f.message is not None
             # Absent or not, the embedded struct's zero-value fields are printed.
             sub_msg = f.message.cls() if value is _ABSENT else value
-            nonzero |= _render_into(sub_msg, f.message, out, path)
+            nonzero |= _render_into(sub_msg, f.message, out)
             continue
         if value is _ABSENT:
             if f.kind != "message" and not f.repeated and not f.pointer and not f.omitempty:
                 out[f.json] = zero_of(f.kind) if f.kind != "bytes" else ""
             continue
-        rendered = _render_value(f, value, path)
+        rendered = _render_value(f, value)
         if rendered is _ABSENT:
             continue
         if f.is_struct:
@@ -108,45 +108,45 @@ class _Absent:
 _ABSENT: Any = _Absent()
 
 
-def _render_value(f: Field, value: Any, path: str) -> Any:
+def _render_value(f: Field, value: Any) -> Any:
     """JSON for a present field; _ABSENT where Go prints nothing. Structs give (dict, nonzero)."""
     if f.is_map:
         if not value:
             return _ABSENT
         if f.map_value == "message":
             assert f.message is not None
-            return {k: _render_special_or_struct(f, value[k], path) for k in sorted(value)}
+            return {k: _render_special_or_struct(f, value[k]) for k in sorted(value)}
         return {k: value[k] for k in sorted(value)}
     if f.repeated:
         if not value:
             return _ABSENT
         if f.kind == "message":
-            return [_render_special_or_struct(f, item, path) for item in value]
+            return [_render_special_or_struct(f, item) for item in value]
         if f.kind == "bytes":
             return [base64.b64encode(item).decode() for item in value]
         return list(value)
     if f.special is not None:
-        return _render_special(f.special, value, path)
+        return _render_special(f.special, value)
     if f.kind == "message":
         assert f.message is not None
         sub: dict[str, Any] = {}
-        return sub, _render_into(value, f.message, sub, path)
+        return sub, _render_into(value, f.message, sub)
     if f.kind == "bytes":
         return base64.b64encode(value).decode()
     return value
 
 
-def _render_special_or_struct(f: Field, value: Message, path: str) -> Any:
+def _render_special_or_struct(f: Field, value: Message) -> Any:
     if f.special is not None:
-        rendered = _render_special(f.special, value, path)
+        rendered = _render_special(f.special, value)
         return None if rendered is _ABSENT else rendered
     assert f.message is not None
     sub: dict[str, Any] = {}
-    _render_into(value, f.message, sub, path)
+    _render_into(value, f.message, sub)
     return sub
 
 
-def _render_special(special: Special, msg: Any, path: str) -> Any:
+def _render_special(special: Special, msg: Any) -> Any:
     if special is Special.QUANTITY:
         try:
             return canonical_quantity(msg.string) if msg.string else "0"
@@ -164,7 +164,7 @@ def _render_special(special: Special, msg: Any, path: str) -> Any:
     try:
         return orjson.loads(msg.Raw)
     except orjson.JSONDecodeError:
-        raise CodecError(path, "fieldsV1 holds bytes that are not JSON") from None
+        raise CodecError("", "a fieldsV1 value holds bytes that are not JSON") from None
 
 
 def format_time(seconds: int) -> str:
