@@ -5,7 +5,7 @@ Health and reflection pass through untouched."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -39,7 +39,11 @@ def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: s
     async def reject(request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(code, message)
 
-    return _rewrap(handler, lambda behavior: reject)
+    async def reject_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await context.abort(code, message)
+        yield  # unreachable; makes this an async generator, as grpc.aio wants for a stream
+
+    return _rewrap(handler, lambda behavior: reject_stream if handler.unary_stream else reject)
 
 
 def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
