@@ -77,6 +77,7 @@ class SourceSink(Gate):
     def __init__(self, cache: PodCache, name: str) -> None:
         super().__init__(cache, name)
         self.uids: set[str] = set()
+        self.refused: dict[str, PodVersion] = {}  # pods whose UID another source holds
 
     def replace(self, pods: Iterable[PodVersion]) -> None:
         """This source's complete set of pods now: relist, poll and resync all come here."""
@@ -169,35 +170,46 @@ class PodCache:
 
     def _replace(self, sink: SourceSink, pods: list[PodVersion]) -> None:
         wanted: dict[str, PodVersion] = {}
+        refused: dict[str, PodVersion] = {}
         for pod in pods:
-            if self._claimed_elsewhere(sink, pod):
-                continue
-            wanted[pod.uid] = pod
-        events = [self._store(sink, pod) for pod in wanted.values()]
-        events += [self._remove(uid) for uid in sorted(sink.uids - wanted.keys())]
+            (refused if self._held_elsewhere(sink, pod.uid) else wanted)[pod.uid] = pod
+        self._refuse(sink, refused)
+        # Deletions first: a static pod edited changes UID, and watchers should see the old pod
+        # go before the new one comes, as the kubelet kills before it starts.
+        events: list[PodEvent | None] = []
+        for uid in sorted(sink.uids - wanted.keys()):
+            events += self._remove(uid)
+        events += [self._store(sink, pod) for pod in wanted.values()]
         self._publish(events)
 
     def _upsert(self, sink: SourceSink, pod: PodVersion) -> None:
-        if not self._claimed_elsewhere(sink, pod):
+        if self._held_elsewhere(sink, pod.uid):
+            self._refuse(sink, {**sink.refused, pod.uid: pod})
+        else:
             self._publish([self._store(sink, pod)])
 
     def _delete(self, sink: SourceSink, uid: str) -> None:
+        sink.refused.pop(uid, None)
         if uid in sink.uids:
-            self._publish([self._remove(uid)])
+            self._publish(list(self._remove(uid)))
 
-    def _claimed_elsewhere(self, sink: SourceSink, pod: PodVersion) -> bool:
-        entry = self._entries.get(pod.uid)
-        if entry is None or entry.source == sink.name:
-            return False
-        log.warning(
-            "pod %s/%s (uid %s) from source %s refused: source %s already serves that uid",
-            pod.namespace,
-            pod.name,
-            pod.uid,
-            sink.name,
-            entry.source,
-        )
-        return True
+    def _held_elsewhere(self, sink: SourceSink, uid: str) -> bool:
+        entry = self._entries.get(uid)
+        return entry is not None and entry.source != sink.name
+
+    def _refuse(self, sink: SourceSink, refused: dict[str, PodVersion]) -> None:
+        """Keep what a source was refused, to serve it if the holder lets go; say so once."""
+        for uid in refused.keys() - sink.refused.keys():
+            pod = refused[uid]
+            log.warning(
+                "pod %s/%s (uid %s) from source %s refused: source %s already serves that uid",
+                pod.namespace,
+                pod.name,
+                uid,
+                sink.name,
+                self._entries[uid].source,
+            )
+        sink.refused = refused
 
     def _store(self, sink: SourceSink, pod: PodVersion) -> PodEvent | None:
         entry = self._entries.get(pod.uid)
@@ -209,10 +221,24 @@ class PodCache:
             return self._event(EventType.ADDED, pod, None)
         return self._event(EventType.MODIFIED, pod, entry.pod)
 
-    def _remove(self, uid: str) -> PodEvent:
+    def _remove(self, uid: str) -> list[PodEvent | None]:
+        """Remove a pod; if another source was refused the same UID, it takes the UID now."""
         entry = self._entries.pop(uid)
         self._sinks[entry.source].uids.discard(uid)
-        return self._event(EventType.DELETED, entry.pod, None)
+        events: list[PodEvent | None] = [self._event(EventType.DELETED, entry.pod, None)]
+        for sink in self._sinks.values():
+            waiting = sink.refused.pop(uid, None)
+            if waiting is not None:
+                log.info(
+                    "pod %s/%s (uid %s) now served from source %s",
+                    waiting.namespace,
+                    waiting.name,
+                    uid,
+                    sink.name,
+                )
+                events.append(self._store(sink, waiting))
+                break
+        return events
 
     def _event(self, kind: EventType, pod: PodVersion, previous: PodVersion | None) -> PodEvent:
         self.revision += 1

@@ -260,3 +260,7 @@ def _setup_logging(level: str, fmt: str) -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    # httpx logs every request's full URL at INFO (a token may be in its query); watchfiles
+    # logs every change batch. Our sources log what matters about both.
+    for chatty in ("httpx", "watchfiles"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)

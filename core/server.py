@@ -58,7 +58,7 @@ def build_core(config: Config) -> Core:
 def build_sources(config: Config, core: Core) -> list[Source]:
     from core.sources.fixtures import FixturesSource
     from core.sources.manifests import ManifestDirSource
-    from core.sources.url import ManifestURLSource
+    from core.sources.url import ManifestURLSource, url_source_name
 
     def on_error(name: str) -> Callable[[str], None]:
         counter = core.metrics.source_errors.labels(name)
@@ -83,7 +83,7 @@ def build_sources(config: Config, core: Core) -> list[Source]:
                 node_name=config.node_name,
                 headers=config.manifest_url_headers,
                 interval=config.manifest_url_interval,
-                on_error=on_error(f"url:{url}"),
+                on_error=on_error(url_source_name(url)),  # no password in a label
             )
         )
     return sources

@@ -71,8 +71,24 @@ def test_a_uid_held_by_one_source_is_refused_to_another(caplog: pytest.LogCaptur
     second.replace([pod("1", name="theirs"), pod("2")])
     assert [(p.uid, p.name) for p in cache.snapshot().pods] == [("1", "mine"), ("2", "2")]
     assert "source manifests:b refused: source fixtures:a already serves that uid" in caplog.text
-    second.replace([])  # giving up what it never had does not delete the other source's pod
-    assert [p.uid for p in cache.snapshot().pods] == ["1"]
+    caplog.clear()
+    second.replace([pod("1", name="theirs"), pod("2")])  # a lasting conflict is said once
+    assert "refused" not in caplog.text
+    _, watcher = cache.watch()
+    first.replace([])  # the holder lets go: the refused pod is served at once
+    assert [(p.uid, p.name) for p in cache.snapshot().pods] == [("1", "theirs"), ("2", "2")]
+    assert drain(watcher) == [(EventType.DELETED, "1"), (EventType.ADDED, "1")]
+    second.replace([pod("2")])
+    assert [p.uid for p in cache.snapshot().pods] == ["2"]
+
+
+def test_a_replace_deletes_before_it_adds() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("manifests")
+    sink.replace([pod("old", name="etcd")])
+    _, watcher = cache.watch()
+    sink.replace([pod("new", name="etcd")])  # an edited static pod changes UID
+    assert drain(watcher) == [(EventType.DELETED, "old"), (EventType.ADDED, "new")]
 
 
 def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
