@@ -148,9 +148,7 @@ def main() -> None:
             )
             wait_line(floor, "ready")
             floor_target = f"unix:{root / 'floor.sock'}"
-            print(
-                f"{args.pods} pods: List response {len(listed) / 1024:.0f} KiB, Get response {len(got)} B"
-            )
+            print(f"{args.pods} pods: List response {len(listed) / 1024:.0f} KiB, Get response {len(got)} B")
             print(f"{'call':9} {'conc':>4} {'ours/s':>9} {'floor/s':>9} {'ratio':>6}")
             for call in ("ListPods", "GetPod"):
                 for concurrency in (int(c) for c in args.concurrency.split(",")):

@@ -26,6 +26,8 @@ T = TypeVar("T")
 # Events kept for resuming an HTTP watch from a revision: a few minutes of churn on a busy node
 # (a node runs at most a few hundred pods); older resumes get a fresh snapshot instead.
 RING_SIZE = 4096
+# What every surface says while the cache is not ready (gRPC FAILED_PRECONDITION, HTTP 503).
+NOT_SYNCED = "pod sources have not finished their initial sync"
 # Assembled responses kept per snapshot (one per distinct mask and surface): a handful in
 # practice, bounded against a client that sends a new mask each time.
 MEMO_PER_SNAPSHOT = 32
@@ -157,6 +159,15 @@ class PodCache:
         since nothing can change the cache between the two lines (one event loop)."""
         watcher = self.hub.subscribe()
         return self.snapshot(), watcher
+
+    def watch_from(self, revision: int) -> tuple[Snapshot | None, list[PodEvent], Watcher]:
+        """Resume after `revision`: the events since then and a watcher for what follows, or,
+        when the ring no longer holds them all, a full snapshot (and no events) instead."""
+        watcher = self.hub.subscribe()
+        replay = self.events_since(revision)
+        if replay is None:
+            return self.snapshot(), [], watcher
+        return None, replay, watcher
 
     def events_since(self, revision: int) -> list[PodEvent] | None:
         """The events after `revision`, or None when the ring no longer holds them all."""

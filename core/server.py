@@ -172,6 +172,7 @@ async def _start_gateway(core: Core, cleanup: list[Path]) -> tuple[_Uvicorn, asy
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,
+            proxy_headers=False,  # node-local: there is no proxy whose X-Forwarded-* to trust
         )
     )
     task = asyncio.get_running_loop().create_task(server.serve(sockets=listeners))

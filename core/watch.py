@@ -108,11 +108,15 @@ class WatchHub:
         # Told how many events a cut-off watcher lost; the server points it at a metric.
         self.on_drop: Callable[[int], None] = lambda dropped: None
         self._watchers: set[Watcher] = set()
+        self._stopped = False
 
     def __len__(self) -> int:
         return len(self._watchers)
 
     def subscribe(self) -> Watcher:
+        """A new watcher; raises TooManyWatchers, or ServerStopping once stop() was called."""
+        if self._stopped:
+            raise ServerStopping()
         if len(self._watchers) >= self.max_watchers:
             raise TooManyWatchers(f"{self.max_watchers} watches are open; the limit is reached")
         watcher = Watcher(self, self.capacity)
@@ -125,6 +129,7 @@ class WatchHub:
             watcher._offer(events)
 
     def stop(self) -> None:
-        """End every watch: the server is going away."""
+        """End every watch, and refuse new ones: the server is going away."""
+        self._stopped = True
         for watcher in list(self._watchers):
             watcher._end(ServerStopping())

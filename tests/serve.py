@@ -30,6 +30,7 @@ class Served:
     run_dir: Path
     lines: list[str] = field(default_factory=list)
     _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    _reader: threading.Thread | None = None
 
     @property
     def socket(self) -> Path:
@@ -68,6 +69,16 @@ class Served:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=TIMEOUT)
 
+    def close(self) -> None:
+        """Kill if still running, and release the pipe once the reader has seen its end."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(TIMEOUT)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
     def _pump(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
@@ -86,7 +97,8 @@ def start(run_dir: Path, *args: str, wait: str | None = SERVING_LINE) -> Served:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     served = Served(proc, run_dir)
-    threading.Thread(target=served._pump, daemon=True).start()
+    served._reader = threading.Thread(target=served._pump, daemon=True)
+    served._reader.start()
     if wait is not None:
         served.wait_for_line(wait)
     return served
@@ -100,6 +112,4 @@ def serving(run_dir: Path, *args: str, ready: bool = True) -> Iterator[Served]:
             served.wait_ready()
         yield served
     finally:
-        if served.proc.poll() is None:
-            served.proc.kill()
-            served.proc.wait()
+        served.close()

@@ -192,8 +192,22 @@ async def test_watcher_limit_and_stop() -> None:
     _, watcher = cache.watch()
     with pytest.raises(TooManyWatchers):
         cache.watch()
+    watcher.close()
+    _, watcher = cache.watch()  # a closed watcher frees its place
     cache.hub.stop()
     with pytest.raises(ServerStopping):
         await watcher.get()
-    watcher.close()
-    cache.watch()  # a closed watcher frees its place
+    with pytest.raises(ServerStopping):  # and no new watch starts while the server stops
+        cache.watch()
+
+
+def test_resume_from_a_revision_replays_or_gives_a_snapshot() -> None:
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    sink.replace([pod("1")])
+    seen = cache.revision
+    sink.replace([pod("1"), pod("2")])
+    snapshot, replay, _ = cache.watch_from(seen)
+    assert snapshot is None and [(e.type, e.pod.uid) for e in replay] == [(EventType.ADDED, "2")]
+    snapshot, replay, _ = cache.watch_from(seen - 100)  # before this process began
+    assert snapshot is not None and [p.uid for p in snapshot.pods] == ["1", "2"] and replay == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 
-from core.cache import PodCache
+from core.cache import NOT_SYNCED, PodCache
 from core.metrics import Metrics
 from core.ratelimit import TokenBucket
 
@@ -18,7 +18,6 @@ Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandl
 
 _PODS_SERVICES = {"v1alpha1.Pods": "v1alpha1", "Pods": "documented"}
 _LIMITED_METHODS = frozenset({"ListPods", "GetPod"})
-NOT_SYNCED = "pod sources have not finished their initial sync"
 
 
 def _pods_method(details: grpc.HandlerCallDetails) -> tuple[str, str] | None:
@@ -32,6 +31,8 @@ def _go_code_name(code: grpc.StatusCode) -> str:
     """The Go name of a status code, as the kubelet's metrics label it (NOT_FOUND -> NotFound)."""
     if code is grpc.StatusCode.CANCELLED:
         return "Canceled"
+    if code is grpc.StatusCode.OK:
+        return "OK"
     return "".join(part.capitalize() for part in code.name.split("_"))
 
 

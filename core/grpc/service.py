@@ -85,6 +85,8 @@ class PodsService:
             snapshot, watcher = self._cache.watch()
         except TooManyWatchers as exc:
             await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except ServerStopping as exc:
+            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
         with watcher:
             key = ("grpc-watch", contract, mask and mask.key)
             for frame in snapshot.memo(key, lambda: _initial(contract, snapshot, mask)):

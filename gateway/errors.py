@@ -1,0 +1,178 @@
+"""Errors keep their gRPC status: the same code a gRPC client would get, carried in the body and in a
+`Grpc-Status` header, with the HTTP status of the standard gRPC<->HTTP table (one exception:
+FAILED_PRECONDITION, which here only means "not synced yet", is a temporary 503).
+
+Body: {"error": {"code": <http>, "status": "<GRPC_CODE_NAME>", "grpcCode": <n>, "message": "..."}}
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from enum import Enum
+
+import orjson
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+log = logging.getLogger(__name__)
+
+ERROR_MEDIA_TYPE = "application/json"
+
+
+class Code(Enum):
+    """gRPC status codes: (number, HTTP status)."""
+
+    OK = (0, 200)
+    CANCELLED = (1, 499)
+    UNKNOWN = (2, 500)
+    INVALID_ARGUMENT = (3, 400)
+    DEADLINE_EXCEEDED = (4, 504)
+    NOT_FOUND = (5, 404)
+    ALREADY_EXISTS = (6, 409)
+    PERMISSION_DENIED = (7, 403)
+    RESOURCE_EXHAUSTED = (8, 429)
+    # The table says 400; here it only ever means "the pod sources have not synced yet", which
+    # passes on its own: 503 + Retry-After makes clients and proxies retry instead of giving up.
+    FAILED_PRECONDITION = (9, 503)
+    ABORTED = (10, 409)
+    OUT_OF_RANGE = (11, 400)
+    UNIMPLEMENTED = (12, 501)
+    INTERNAL = (13, 500)
+    UNAVAILABLE = (14, 503)
+    DATA_LOSS = (15, 500)
+    UNAUTHENTICATED = (16, 401)
+
+    @property
+    def number(self) -> int:
+        return self.value[0]
+
+    @property
+    def http(self) -> int:
+        return self.value[1]
+
+    @property
+    def go_name(self) -> str:
+        """The name Go's codes.Code prints, which the kubelet's metrics use (NOT_FOUND -> NotFound)."""
+        if self is Code.OK:
+            return "OK"
+        if self is Code.CANCELLED:
+            return "Canceled"
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+_BY_NUMBER = {code.number: code for code in Code}
+# For errors Starlette raises itself (no route, wrong method): which gRPC code they are.
+_BY_HTTP = {
+    400: Code.INVALID_ARGUMENT,
+    401: Code.UNAUTHENTICATED,
+    403: Code.PERMISSION_DENIED,
+    404: Code.NOT_FOUND,
+    405: Code.UNIMPLEMENTED,
+    409: Code.ABORTED,
+    429: Code.RESOURCE_EXHAUSTED,
+    499: Code.CANCELLED,
+    501: Code.UNIMPLEMENTED,
+    503: Code.UNAVAILABLE,
+    504: Code.DEADLINE_EXCEEDED,
+}
+
+
+def code_of_number(number: int) -> Code:
+    return _BY_NUMBER.get(number, Code.UNKNOWN)
+
+
+class ApiError(Exception):
+    """Raised anywhere in a request; becomes the error response."""
+
+    def __init__(self, code: Code, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+def error_body(code: Code, message: str, http_status: int | None = None) -> bytes:
+    return orjson.dumps(
+        {
+            "error": {
+                "code": http_status or code.http,
+                "status": code.name,
+                "grpcCode": code.number,
+                "message": message,
+            }
+        }
+    )
+
+
+def retry_after_header(seconds: float) -> str:
+    """Whole seconds, rounded up and at least 1: `Retry-After: 0` invites a busy loop."""
+    return str(max(1, math.ceil(seconds)))
+
+
+def error_response(
+    code: Code,
+    message: str,
+    *,
+    http_status: int | None = None,
+    retry_after: float | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    all_headers = {"Grpc-Status": str(code.number), **(headers or {})}
+    if retry_after is not None:
+        all_headers["Retry-After"] = retry_after_header(retry_after)
+    return Response(
+        error_body(code, message, http_status),
+        status_code=http_status or code.http,
+        media_type=ERROR_MEDIA_TYPE,
+        headers=all_headers,
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Every error the app can produce gets the one error body."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(HTTPException, _http_exception)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.code, exc.message, retry_after=exc.retry_after)
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _BY_HTTP.get(exc.status_code, Code.UNKNOWN)
+    if exc.status_code == 404:
+        message = f"no such path: {request.url.path}"
+    elif exc.status_code == 405:
+        message = f"method {request.method} is not allowed on {request.url.path}; this API is read-only"
+    else:
+        message = str(exc.detail)
+    # Keep the status Starlette chose (405 stays 405, with its Allow header).
+    return error_response(code, message, http_status=exc.status_code, headers=dict(exc.headers or {}))
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(Code.INVALID_ARGUMENT, validation_message(exc))
+
+
+def validation_message(exc: RequestValidationError) -> str:
+    """One line naming each bad parameter: `query parameter "pretty": Input should be a valid boolean`."""
+    parts = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        where = f'{loc[0]} parameter "{".".join(loc[1:])}"' if len(loc) > 1 else ".".join(loc)
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Starlette logs the traceback after this response is sent; the client learns nothing internal.
+    return error_response(Code.INTERNAL, "internal error")

@@ -1,0 +1,188 @@
+"""The OpenAPI document: FastAPI's, with real Pod/PodList/Error schemas, the event stream
+documented, and FastAPI's 422 (which this API never sends: bad input is a 400) removed.
+
+`python -m gateway.openapi` writes it to openapi/openapi.json (`--check` fails when the committed
+file is stale); tests/test_gateway_openapi.py fails when it differs from what the app serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from gateway import podschema
+from gateway.errors import Code
+from gateway.podschema import POD, POD_LIST, ref
+
+Doc = dict[str, Any]
+
+TITLE = "pods-api HTTP gateway"
+VERSION = "v1"
+DESCRIPTION = """\
+The kubelet's node-local Pods API as JSON over HTTP: the same pods, masks, limits and errors as
+the gRPC API, on a UNIX socket of its own (and optionally loopback TCP). Read-only.
+
+Errors carry their gRPC status: a JSON body `{"error": {"code", "status", "grpcCode", "message"}}`
+and a `Grpc-Status` header. 429 and 503 come with `Retry-After`.
+"""
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
+ERROR = "Error"
+JSON = "application/json"
+WATCH_DESCRIPTION = """\
+The pods (JSON, `application/json` or `application/yaml`), or with `watch=true` or
+`Accept: text/event-stream` a stream of Server-Sent Events:
+
+    id: <revision>
+    event: ADDED | MODIFIED | DELETED | INITIAL_SYNC_COMPLETE | ERROR
+    data: <a Pod, or for INITIAL_SYNC_COMPLETE {} / {"resumed":true}, or for ERROR an Error>
+
+First the current pods as ADDED (no `id`), then INITIAL_SYNC_COMPLETE (`id`: the snapshot's
+revision), then live events. `Last-Event-ID` (or `resourceVersion`) resumes: the events after that
+revision, then INITIAL_SYNC_COMPLETE with `{"resumed":true}`; a revision too old for the event
+history gets a full snapshot instead. Prune local state only at an INITIAL_SYNC_COMPLETE that is
+not `resumed`. A watch that falls behind ends with ERROR (RESOURCE_EXHAUSTED); at shutdown, ERROR
+(UNAVAILABLE). A comment line is sent every heartbeat (15 s by default).
+"""
+
+
+# -- response documentation, used by the routes ------------------------------------------------
+
+
+def _errors(*codes: Code) -> dict[int | str, Doc]:
+    docs: dict[int | str, Doc] = {}
+    for code in codes:
+        headers = {"Grpc-Status": {"description": "The gRPC status code.", "schema": {"type": "integer"}}}
+        if code.http in (429, 503):
+            headers["Retry-After"] = {"description": "Seconds to wait.", "schema": {"type": "integer"}}
+        entry = docs.setdefault(code.http, {"description": "", "content": {JSON: {"schema": ref(ERROR)}}})
+        entry["description"] = " or ".join(filter(None, [entry["description"], code.name]))
+        entry.setdefault("headers", {}).update(headers)
+    docs["default"] = {"description": "Any other error.", "content": {JSON: {"schema": ref(ERROR)}}}
+    return docs
+
+
+_ADMISSION = (Code.PERMISSION_DENIED, Code.RESOURCE_EXHAUSTED, Code.FAILED_PRECONDITION)
+
+
+def list_responses() -> dict[int | str, Doc]:
+    return {
+        200: {
+            "description": WATCH_DESCRIPTION,
+            "content": {
+                JSON: {"schema": ref(POD_LIST)},
+                "application/yaml": {"schema": ref(POD_LIST)},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+        },
+        **_errors(Code.INVALID_ARGUMENT, *_ADMISSION),
+    }
+
+
+def get_responses() -> dict[int | str, Doc]:
+    return {
+        200: {
+            "description": "The pod.",
+            "content": {JSON: {"schema": ref(POD)}, "application/yaml": {"schema": ref(POD)}},
+        },
+        **_errors(Code.INVALID_ARGUMENT, Code.NOT_FOUND, *_ADMISSION),
+    }
+
+
+def probe_responses(*, ready: bool) -> dict[int | str, Doc]:
+    ok: dict[int | str, Doc] = {
+        200: {"description": "ok", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    }
+    return {**ok, **_errors(Code.PERMISSION_DENIED, *((Code.UNAVAILABLE,) if ready else ()))}
+
+
+def metrics_responses() -> dict[int | str, Doc]:
+    exposition = {"schema": {"type": "string"}}
+    return {
+        200: {
+            "description": "Prometheus text format, or OpenMetrics when the Accept header asks for it.",
+            "content": {"text/plain": exposition, "application/openmetrics-text": exposition},
+        },
+        **_errors(Code.PERMISSION_DENIED),
+    }
+
+
+def _error_schema() -> Doc:
+    return {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "status", "grpcCode", "message"],
+                "properties": {
+                    "code": {"type": "integer", "description": "The HTTP status."},
+                    "status": {"type": "string", "enum": [code.name for code in Code if code is not Code.OK]},
+                    "grpcCode": {"type": "integer", "minimum": 1, "maximum": 16},
+                    "message": {"type": "string"},
+                },
+            }
+        },
+    }
+
+
+# -- the document ----------------------------------------------------------------------------
+
+
+def install(app: FastAPI) -> None:
+    def document() -> Doc:
+        if app.openapi_schema is None:
+            app.openapi_schema = build(app)
+        return app.openapi_schema
+
+    app.openapi = document  # type: ignore[method-assign]
+
+
+def build(app: FastAPI) -> Doc:
+    doc = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
+    for path in doc.get("paths", {}).values():
+        for operation in path.values():
+            operation.get("responses", {}).pop("422", None)
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    schemas.update(podschema.components())
+    schemas[ERROR] = _error_schema()
+    return doc
+
+
+def render(doc: Doc) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def generate() -> str:
+    from core.config import Config
+    from core.server import build_core
+    from gateway.app import create_app
+
+    return render(create_app(build_core(Config(node_name="openapi"))).openapi())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gateway.openapi", description=__doc__)
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--check", action="store_true", help="fail if the file is not up to date")
+    args = parser.parse_args(argv)
+    text = generate()
+    if args.check:
+        if not args.path.exists() or args.path.read_text() != text:
+            print(f"{args.path} is stale: run python -m gateway.openapi", file=sys.stderr)
+            return 1
+        return 0
+    args.path.parent.mkdir(parents=True, exist_ok=True)
+    args.path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

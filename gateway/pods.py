@@ -1,0 +1,114 @@
+"""The Pods API over HTTP: List (`GET /v1/pods`), Get (`GET /v1/pods/{uid}`) and Watch
+(`GET /v1/pods?watch=true` or `Accept: text/event-stream`).
+
+Handlers and dependencies are `async def` on purpose: FastAPI runs plain `def` in a thread pool,
+and the cache belongs to the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query
+from starlette.requests import Request
+from starlette.responses import Response
+
+from core.fieldmask import FieldMask, FieldMaskError, parse_mask
+from core.server import Core
+from gateway import formats, openapi
+from gateway.assemble import list_body, pod_body
+from gateway.errors import ApiError, Code
+from gateway.rpcs import CALL_KEY, GET, LIST, WATCH, admission, name_call
+from gateway.sse import FrameCache, WatchResponse, stream, subscribe
+
+FIELDS_DOC = (
+    "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "
+    "repeatable. `metadata.name`, `metadata.namespace` and `metadata.uid` are always kept. "
+    "The rules of the gRPC `x-kubernetes-fieldmask` header."
+)
+PRETTY_DOC = "Indented JSON."
+WATCH_DOC = "Stream events (Server-Sent Events) instead of listing; so does `Accept: text/event-stream`."
+RESOURCE_VERSION_DOC = (
+    "Watch only: resume after this revision (an `id` of an earlier event); `Last-Event-ID` wins "
+    "when both are given. Too old a revision gets a full snapshot."
+)
+
+
+async def field_mask(
+    fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
+) -> FieldMask | None:
+    try:
+        return parse_mask(",".join(fields or ()))
+    except FieldMaskError as exc:
+        raise ApiError(Code.INVALID_ARGUMENT, str(exc)) from None
+
+
+def resume_revision(last_event_id: str | None, resource_version: str | None) -> int | None:
+    """The revision a watch resumes after; the header wins, since a browser's EventSource sends
+    the newest id there while its URL keeps the first one."""
+    for name, value in (("Last-Event-ID", last_event_id), ("resourceVersion", resource_version)):
+        if value:
+            try:
+                return int(value)
+            except ValueError:
+                raise ApiError(Code.INVALID_ARGUMENT, f"{name} {value!r} is not a revision") from None
+    return None
+
+
+def router(core: Core) -> APIRouter:
+    pods = APIRouter(tags=["pods"])
+    admit = Depends(admission(core))
+    frames = FrameCache()
+
+    @pods.get(
+        "/v1/pods",
+        name=LIST,
+        operation_id="ListPods",
+        summary="List the node's pods, or watch them",
+        response_class=Response,
+        responses=openapi.list_responses(),
+        dependencies=[Depends(name_call(None)), admit],
+    )
+    async def list_pods(
+        request: Request,
+        mask: Annotated[FieldMask | None, Depends(field_mask)],
+        pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+        watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
+        resource_version: Annotated[
+            str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
+        ] = None,
+        last_event_id: Annotated[
+            str | None, Header(alias="Last-Event-ID", description="Watch only: resume after this event id.")
+        ] = None,
+    ) -> Response:
+        # name_call decided List or Watch (it also saw the Accept header); `watch` is declared
+        # for validation and the schema.
+        if request.scope[CALL_KEY] == WATCH:
+            start = subscribe(core.cache, resume_revision(last_event_id, resource_version))
+            events = stream(start, mask, frames, core.metrics, request.scope)
+            return WatchResponse(events, start.watcher, core.config.heartbeat)
+        fmt = formats.choose(request.headers.get("accept"), pretty)
+        return Response(list_body(core.cache.snapshot(), mask, fmt), media_type=fmt.media_type)
+
+    @pods.get(
+        "/v1/pods/{uid}",
+        name=GET,
+        operation_id="GetPod",
+        summary="One pod, by UID",
+        response_class=Response,
+        responses=openapi.get_responses(),
+        dependencies=[Depends(name_call(GET)), admit],
+    )
+    async def get_pod(
+        request: Request,
+        uid: str,
+        mask: Annotated[FieldMask | None, Depends(field_mask)],
+        pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+    ) -> Response:
+        pod = core.cache.get(uid)
+        if pod is None:
+            raise ApiError(Code.NOT_FOUND, f"pod {uid!r} not found")
+        fmt = formats.choose(request.headers.get("accept"), pretty)
+        return Response(pod_body(pod, mask, fmt), media_type=fmt.media_type)
+
+    return pods

@@ -1,0 +1,119 @@
+"""Which Pods API call a request is, what gates it, and counting it: the HTTP twin of the gRPC
+interceptors (core/grpc/interceptors.py), in the same order: metrics outermost, then the rate
+limit (List and Get), then the readiness gate (every Pods call).
+
+A route names its call with a dependency (`name_call`); the guards are one dependency
+(`admit`); `CallMetricsMiddleware` counts every named call once, when it is over, with the
+gRPC code it ended with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from core.cache import NOT_SYNCED
+from core.metrics import Metrics
+from core.server import Core
+from gateway import formats
+from gateway.errors import ApiError, Code, code_of_number
+
+LIST, GET, WATCH = "ListPods", "GetPod", "WatchPods"
+API_VERSION = "http"  # the server_api_version label: gRPC uses "v1alpha1" and "documented"
+# A sync takes seconds; retrying sooner only adds load.
+NOT_SYNCED_RETRY_AFTER = 1.0
+_LIMITED = frozenset({LIST, GET})
+# Where a request carries its call and, for a stream, how the stream ended.
+CALL_KEY = "pods_api.call"
+OUTCOME_KEY = "pods_api.outcome"
+# Pydantic's true words: the typed `watch` parameter validates, this only names the call early.
+_TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
+
+
+def wants_watch(request: Request) -> bool:
+    if request.query_params.get("watch", "").lower() in _TRUE_WORDS:
+        return True
+    accepted = formats.preferred(request.headers.get("accept"), (formats.JSON, formats.EVENT_STREAM))
+    return accepted == formats.EVENT_STREAM
+
+
+# Dependencies are `async def`: FastAPI runs a plain `def` in a thread pool, and the limiter and
+# the cache belong to the event loop.
+
+
+def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:
+    """A dependency that marks the request as `call` (None: List or Watch, as the request asks).
+    It reads the raw request, so a call with invalid parameters is still counted."""
+
+    async def named(request: Request) -> str:
+        name = call or (WATCH if wants_watch(request) else LIST)
+        request.scope[CALL_KEY] = name
+        return name
+
+    return named
+
+
+def admission(core: Core) -> Callable[[Request], Awaitable[None]]:
+    """The rate limit (shared with gRPC) and the readiness gate, as one dependency."""
+
+    async def admit(request: Request) -> None:
+        call = request.scope[CALL_KEY]
+        limiter = core.limiter
+        if limiter is not None and call in _LIMITED and not limiter.allow():
+            raise ApiError(
+                Code.RESOURCE_EXHAUSTED, "rate limit exceeded; retry later", retry_after=limiter.retry_after()
+            )
+        if not core.cache.ready:
+            raise ApiError(Code.FAILED_PRECONDITION, NOT_SYNCED, retry_after=NOT_SYNCED_RETRY_AFTER)
+
+    return admit
+
+
+def end_stream(scope: Scope, code: Code) -> None:
+    """A stream records how it ended (its response started long before, with 200); the first
+    reason wins: a client leaving after its final ERROR event does not change why it ended."""
+    scope.setdefault(OUTCOME_KEY, code)
+
+
+class CallMetricsMiddleware:
+    """kubelet_pod_requests_total and friends for every named call: once, at its end."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started: list[Code] = []
+
+        async def observe(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.append(_response_code(message))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observe)
+        except asyncio.CancelledError:
+            self._record(scope, Code.CANCELLED)
+            raise
+        except BaseException:
+            self._record(scope, started[0] if started else Code.INTERNAL)
+            raise
+        self._record(scope, started[0] if started else Code.UNKNOWN)
+
+    def _record(self, scope: Scope, code: Code) -> None:
+        call = scope.get(CALL_KEY)
+        if call is not None:
+            self.metrics.record_request(API_VERSION, call, scope.get(OUTCOME_KEY, code).go_name)
+
+
+def _response_code(message: Message) -> Code:
+    for name, value in message.get("headers", ()):
+        if name.lower() == b"grpc-status":
+            return code_of_number(int(value))
+    return Code.OK if message["status"] < 400 else Code.UNKNOWN
