@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,34 +58,26 @@ def build_core(config: Config) -> Core:
 def build_sources(config: Config, core: Core) -> list[Source]:
     from core.sources.fixtures import FixturesSource
     from core.sources.manifests import ManifestDirSource
-    from core.sources.url import ManifestURLSource, url_source_name
+    from core.sources.url import ManifestURLSource
 
-    def on_error(name: str) -> Callable[[str], None]:
-        counter = core.metrics.source_errors.labels(name)
-        return lambda reason: counter.inc()
+    def count(source: str, reason: str) -> None:
+        core.metrics.source_errors.labels(source).inc()
 
-    sources: list[Source] = []
-    for path in config.fixtures:
-        sources.append(FixturesSource(path, on_error=on_error(f"fixtures:{path}")))
-    for path in config.manifests:
-        sources.append(
-            ManifestDirSource(
-                path,
-                node_name=config.node_name,
-                resync=config.manifests_resync,
-                on_error=on_error(f"manifests:{path}"),
-            )
+    sources: list[Source] = [FixturesSource(path, on_error=count) for path in config.fixtures]
+    sources += [
+        ManifestDirSource(path, node_name=config.node_name, resync=config.manifests_resync, on_error=count)
+        for path in config.manifests
+    ]
+    sources += [
+        ManifestURLSource(
+            url,
+            node_name=config.node_name,
+            headers=config.manifest_url_headers,
+            interval=config.manifest_url_interval,
+            on_error=count,
         )
-    for url in config.manifest_urls:
-        sources.append(
-            ManifestURLSource(
-                url,
-                node_name=config.node_name,
-                headers=config.manifest_url_headers,
-                interval=config.manifest_url_interval,
-                on_error=on_error(url_source_name(url)),  # no password in a label
-            )
-        )
+        for url in config.manifest_urls
+    ]
     return sources
 
 

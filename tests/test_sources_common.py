@@ -37,7 +37,8 @@ class Harness:
         self.cache.on_readiness(lambda ready: self._ready.set() if ready else None)
         self._watcher: Watcher | None = None
 
-    def on_error(self, message: str) -> None:
+    def on_error(self, source: str, message: str) -> None:
+        assert any(gate.name == source for gate in self.cache.gates)
         self.errors.put_nowait(message)
 
     async def start(self, *sources: Source) -> Snapshot:

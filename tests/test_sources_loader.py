@@ -221,7 +221,12 @@ def test_unique_pods_keeps_the_first_claim() -> None:
 
 def test_reporter_logs_and_counts_each_problem_once(caplog: pytest.LogCaptureFixture) -> None:
     counted: list[str] = []
-    reporter = Reporter("src", counted.append)
+
+    def count(source: str, reason: str) -> None:
+        assert source == "src"
+        counted.append(reason)
+
+    reporter = Reporter("src", count)
     with caplog.at_level(logging.INFO, logger="core.sources.loader"):
         reporter.report(["e1"], ["w1"])
         reporter.report(["e1", "e2"], ["w1"])  # a resync: only e2 is new

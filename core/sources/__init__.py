@@ -10,9 +10,13 @@ hands over "no pods" for "could not read".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from core.cache import SourceSink
+
+# Told (source name, reason) for every input a source rejects; the server counts them.
+ErrorCounter = Callable[[str, str], None]
 
 
 class Source(Protocol):

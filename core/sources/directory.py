@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +23,7 @@ from watchfiles import awatch
 
 from core.cache import SourceSink
 from core.pod import PodVersion
+from core.sources import ErrorCounter
 from core.sources.loader import ManifestError, Reporter, describe_os_error, read_manifest, unique_pods
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class DirectorySource:
     # Refuse a second pod with the same namespace/name (the kubelet does, for static pods).
     unique_names: ClassVar[bool] = False
 
-    def __init__(self, path: Path, *, resync: float, on_error: Callable[[str], None] | None) -> None:
+    def __init__(self, path: Path, *, resync: float, on_error: ErrorCounter | None) -> None:
         self.path = path
         self._resync = resync
         self._reporter = Reporter(self.name, on_error)

@@ -5,10 +5,10 @@ Edits are served within a second; a file that stops parsing keeps its last good 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from core.pod import PodVersion
+from core.sources import ErrorCounter
 from core.sources.directory import DirectorySource
 from core.sources.loader import FIXTURE_FORMAT, ManifestError, decode_pod, locate, pod_objects
 
@@ -21,7 +21,7 @@ _EDITOR_SUFFIXES = ("~", ".swp", ".swo", ".swx", ".tmp", ".bak")
 
 
 class FixturesSource(DirectorySource):
-    def __init__(self, path: Path, *, on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(self, path: Path, *, on_error: ErrorCounter | None = None) -> None:
         self.name = f"fixtures:{path}"
         super().__init__(path, resync=RELIST_SECONDS, on_error=on_error)
 

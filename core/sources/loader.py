@@ -15,7 +15,7 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import yaml
 
 from core.codec import CodecError
 from core.pod import PodVersion
+from core.sources import ErrorCounter
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +294,7 @@ class Reporter:
     ones it did not report last time are logged and, for errors, passed to `on_error`.
     """
 
-    def __init__(self, source: str, on_error: Callable[[str], None] | None) -> None:
+    def __init__(self, source: str, on_error: ErrorCounter | None) -> None:
         self._source = source
         self._on_error = on_error
         self._errors: set[str] = set()
@@ -318,4 +319,4 @@ class Reporter:
 
     def _count(self, message: str) -> None:
         if self._on_error is not None:
-            self._on_error(message)
+            self._on_error(self._source, message)

@@ -21,13 +21,14 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from core.pod import PodVersion
+from core.sources import ErrorCounter
 from core.sources.directory import DirectorySource
 from core.sources.loader import KUBELET_FORMAT, ManifestError, decode_pod, locate, pod_objects
 
@@ -53,7 +54,7 @@ class ManifestDirSource(DirectorySource):
         *,
         node_name: str,
         resync: float = 20.0,
-        on_error: Callable[[str], None] | None = None,
+        on_error: ErrorCounter | None = None,
     ) -> None:
         self.name = f"manifests:{path}"
         self._rules = StaticPodRules(node_name, config_source="file")

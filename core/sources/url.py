@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import httpx
 
 from core.cache import SourceSink
 from core.pod import PodVersion
+from core.sources import ErrorCounter
 from core.sources.loader import (
     KUBELET_FORMAT,
     MAX_MANIFEST_BYTES,
@@ -44,7 +45,7 @@ class ManifestURLSource:
         node_name: str,
         headers: Sequence[tuple[str, str]] = (),
         interval: float = 20.0,
-        on_error: Callable[[str], None] | None = None,
+        on_error: ErrorCounter | None = None,
     ) -> None:
         parsed = _parse_url(url)
         self.url = url  # as given: part of generated uids, as with the kubelet
