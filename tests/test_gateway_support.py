@@ -16,6 +16,7 @@ import httpx
 import orjson
 import pytest
 import uvicorn
+from samples import make_pod
 
 from core.cache import SourceSink
 from core.config import Config
@@ -27,47 +28,6 @@ from gateway.app import create_app
 # A safety net, not a synchronisation: every wait ends on an event long before this.
 TIMEOUT = 20.0
 CONFIG = Config(node_name="test", qps=0)
-
-
-def make_pod(name: str, uid: str, phase: str = "Running", **labels: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": uid,
-            "labels": {"app": name, **labels},
-            "creationTimestamp": "2026-11-28T08:00:00Z",
-        },
-        "spec": {
-            "nodeName": "node-1",
-            "containers": [
-                {
-                    "name": "app",
-                    "image": f"shop/{name}:1",
-                    "ports": [{"name": "http", "containerPort": 8080}],
-                    "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}},
-                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
-                    "readinessProbe": {"tcpSocket": {"port": 8080}},
-                }
-            ],
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-        },
-        "status": {
-            "phase": phase,
-            "podIP": "10.1.0.7",
-            "podIPs": [{"ip": "10.1.0.7"}],
-            "startTime": "2026-11-28T08:00:01Z",
-            "containerStatuses": [
-                {
-                    "name": "app",
-                    "ready": phase == "Running",
-                    "restartCount": 0,
-                    "image": f"shop/{name}:1",
-                    "imageID": "sha256:1",
-                }
-            ],
-        },
-    }
 
 
 def version(pod: dict[str, Any]) -> PodVersion:

@@ -21,6 +21,7 @@ import yaml
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
 
 from core.codec import pod_from_bytes, pod_to_bytes
@@ -31,41 +32,8 @@ ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 
 
 def make_pod(name: str, uid: str, phase: str = "Running", **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": uid,
-            "labels": {"app": name, **labels},
-            "creationTimestamp": "2026-11-28T08:00:00Z",
-        },
-        "spec": {
-            "nodeName": "node-1",
-            "containers": [
-                {
-                    "name": "app",
-                    "image": f"shop/{name}:1",
-                    "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}},
-                }
-            ],
-        },
-        "status": {
-            "phase": phase,
-            "podIP": "10.1.0.7",
-            "podIPs": [{"ip": "10.1.0.7"}],
-            "containerStatuses": [
-                {
-                    "name": "app",
-                    "ready": phase == "Running",
-                    "restartCount": 0,
-                    "image": f"shop/{name}:1",
-                    "imageID": "sha256:1",
-                }
-            ],
-        },
-    }
+    """A fixture file's pod: the shared sample, with its TypeMeta as people write it."""
+    return {"apiVersion": "v1", "kind": "Pod", **sample_pod(name, uid, phase, **labels)}
 
 
 def write(directory: Path, name: str, pod: dict[str, Any]) -> None:
