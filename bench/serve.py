@@ -1,7 +1,8 @@
-"""Throughput of ListPods and GetPod against a real `pods-api serve`, as a ratio to a floor
-measured in the same run: a bare grpc.aio server returning one fixed bytes object of the same
-size (bench/floor_server.py). The ratio says what our handlers, interceptors and caches cost on
-top of grpc itself.
+"""Throughput of List and Get, over gRPC and over HTTP, against a real `pods-api serve`, as a
+ratio to a floor measured in the same run: a bare grpc.aio server and a bare Starlette app
+returning the very bytes pods-api returned, from their own process (bench/floor_server.py).
+The ratio says what our handlers, interceptors, middleware and caches cost on top of the
+libraries themselves.
 
     python bench/serve.py [--pods 110] [--pod-kb 5] [--seconds 3] [--concurrency 1,8]
 """
@@ -14,9 +15,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import IO
 
 import grpc
+import httpx
 import yaml
 
 from core.pb import pods_v1alpha1_pb2 as api
@@ -69,42 +73,66 @@ def fixture(count: int, kb: int) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "PodList", "items": items}
 
 
-async def rate(target: str, call: str, seconds: float, concurrency: int) -> float:
+UID = "00000000-0000-0000-0000-000000000007"
+
+
+async def grpc_rate(target: str, call: str, seconds: float, concurrency: int) -> float:
     async with grpc.aio.insecure_channel(target) as channel:
         stub = api_grpc.PodsStub(channel)
-        request = api.GetPodRequest(podUID="00000000-0000-0000-0000-000000000007")
+        request = api.GetPodRequest(podUID=UID)
 
         async def one() -> object:
-            if call == "ListPods":
+            if call == "List":
                 return await stub.ListPods(api.ListPodsRequest())
             return await stub.GetPod(request)
 
-        await one()  # warm: connection, caches
-        done = 0
-        deadline = time.monotonic() + seconds
-
-        async def loop() -> None:
-            nonlocal done
-            while time.monotonic() < deadline:
-                await one()
-                done += 1
-
-        await asyncio.gather(*(loop() for _ in range(concurrency)))
-        return done / seconds
+        return await _loop(one, seconds, concurrency)
 
 
-async def fetch(target: str) -> tuple[bytes, bytes]:
-    async with grpc.aio.insecure_channel(target) as channel:
+async def http_rate(socket_path: str, call: str, seconds: float, concurrency: int) -> float:
+    transport = httpx.AsyncHTTPTransport(uds=socket_path)
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", limits=limits) as client:
+        path = "/v1/pods" if call == "List" else f"/v1/pods/{UID}"
+
+        async def one() -> object:
+            response = await client.get(path)
+            response.raise_for_status()
+            return response.content
+
+        return await _loop(one, seconds, concurrency)
+
+
+async def _loop(one: Callable[[], Awaitable[object]], seconds: float, concurrency: int) -> float:
+    await one()  # warm: connection, caches
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        while time.monotonic() < deadline:
+            await one()
+            done += 1
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return done / seconds
+
+
+async def fetch(grpc_target: str, http_socket: str) -> dict[str, bytes]:
+    """What pods-api answers, for the floor to answer too: the same sizes, the same bytes."""
+    async with grpc.aio.insecure_channel(grpc_target) as channel:
         listed = await channel.unary_unary("/v1alpha1.Pods/ListPods")(b"")
         got = await channel.unary_unary("/v1alpha1.Pods/GetPod")(
-            api.GetPodRequest(podUID="00000000-0000-0000-0000-000000000007").SerializeToString()
+            api.GetPodRequest(podUID=UID).SerializeToString()
         )
-        return listed, got
+    transport = httpx.AsyncHTTPTransport(uds=http_socket)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        http_list = (await client.get("/v1/pods")).content
+        http_get = (await client.get(f"/v1/pods/{UID}")).content
+    return {"grpc-list": listed, "grpc-get": got, "http-list": http_list, "http-get": http_get}
 
 
-def wait_line(proc: subprocess.Popen[str], text: str) -> None:
-    assert proc.stderr is not None or proc.stdout is not None
-    stream = proc.stderr if proc.stderr is not None else proc.stdout
+def wait_line(stream: IO[str] | None, text: str) -> None:
     assert stream is not None
     for line in stream:
         if text in line:
@@ -123,38 +151,33 @@ def main() -> None:
         root = Path(tmp)
         (root / "fixtures").mkdir()
         (root / "fixtures" / "pods.yaml").write_text(yaml.safe_dump(fixture(args.pods, args.pod_kb)))
-        run_dir = root / "run"
-        serve = [
-            PODS_API,
-            "serve",
-            "--fixtures",
-            str(root / "fixtures"),
-            "--run-dir",
-            str(run_dir),
-            "--qps",
-            "0",
-        ]
+        run = root / "run"
+        serve = [PODS_API, "serve", "--fixtures", str(root / "fixtures"), "--run-dir", str(run), "--qps", "0"]
         ours = subprocess.Popen([*serve, "--node-name", "bench"], stderr=subprocess.PIPE, text=True)
         floor = None
         try:
-            wait_line(ours, "serving the Pods API")
-            target = f"unix:{run_dir / 'pods-api.sock'}"
-            listed, got = asyncio.run(fetch(target))
-            (root / "list.bin").write_bytes(listed)
-            (root / "get.bin").write_bytes(got)
-            floor_cmd = [sys.executable, str(HERE / "floor_server.py"), str(root / "floor.sock")]
+            wait_line(ours.stderr, "serving the Pods API")
+            targets = (f"unix:{run / 'pods-api.sock'}", str(run / "pods-api-http.sock"))
+            answers = asyncio.run(fetch(*targets))
+            for name, data in answers.items():
+                (root / f"{name}.bin").write_bytes(data)
             floor = subprocess.Popen(
-                [*floor_cmd, str(root / "list.bin"), str(root / "get.bin")], stdout=subprocess.PIPE, text=True
+                [sys.executable, str(HERE / "floor_server.py"), str(root)], stdout=subprocess.PIPE, text=True
             )
-            wait_line(floor, "ready")
-            floor_target = f"unix:{root / 'floor.sock'}"
-            print(f"{args.pods} pods: List response {len(listed) / 1024:.0f} KiB, Get response {len(got)} B")
-            print(f"{'call':9} {'conc':>4} {'ours/s':>9} {'floor/s':>9} {'ratio':>6}")
-            for call in ("ListPods", "GetPod"):
-                for concurrency in (int(c) for c in args.concurrency.split(",")):
-                    a = asyncio.run(rate(target, call, args.seconds, concurrency))
-                    b = asyncio.run(rate(floor_target, call, args.seconds, concurrency))
-                    print(f"{call:9} {concurrency:4} {a:9.0f} {b:9.0f} {a / b:6.2f}")
+            wait_line(floor.stdout, "ready")
+            floors = (f"unix:{root / 'floor.sock'}", str(root / "floor-http.sock"))
+            sizes = ", ".join(f"{name} {len(data) / 1024:.1f} KiB" for name, data in answers.items())
+            print(f"{args.pods} pods of ~{args.pod_kb} KiB; responses: {sizes}")
+            print(f"{'surface':7} {'call':5} {'conc':>4} {'ours/s':>9} {'floor/s':>9} {'ratio':>6}")
+            for surface, rate, ours_at, floor_at in (
+                ("gRPC", grpc_rate, *targets[:1], *floors[:1]),
+                ("HTTP", http_rate, targets[1], floors[1]),
+            ):
+                for call in ("List", "Get"):
+                    for concurrency in (int(c) for c in args.concurrency.split(",")):
+                        a = asyncio.run(rate(ours_at, call, args.seconds, concurrency))
+                        b = asyncio.run(rate(floor_at, call, args.seconds, concurrency))
+                        print(f"{surface:7} {call:5} {concurrency:4} {a:9.0f} {b:9.0f} {a / b:6.2f}")
         finally:
             for proc in (ours, floor):
                 if proc is not None:
