@@ -4,6 +4,7 @@ clients generated from our proto/ for both contracts, over the real UNIX socket.
 from __future__ import annotations
 
 import asyncio
+import grp
 import json
 import os
 import socket
@@ -476,3 +477,42 @@ def test_the_readme_python_client_lists_and_watches(server: Served) -> None:
         "ADDED cache",
         "INITIAL_SYNC_COMPLETE",
     ]
+
+
+def test_socket_group_flag(tmp_path: Path, fixtures: Path) -> None:
+    group = next((g for g in ("daemon", "nogroup", "users") if _has_group(g)), None)
+    if group is None:
+        pytest.skip("no spare group on this machine")
+    with serving(
+        tmp_path / "run", "--fixtures", str(fixtures), "--socket-group", group, "--socket-mode", "0660"
+    ) as served:
+        for path in (served.socket, served.http_socket):
+            assert path.stat().st_gid == grp.getgrnam(group).gr_gid
+            assert stat.S_IMODE(path.stat().st_mode) == 0o660
+
+
+def test_an_unknown_socket_group_is_a_usage_error(tmp_path: Path, fixtures: Path) -> None:
+    result = subprocess.run(
+        [
+            PODS_API,
+            "serve",
+            "--run-dir",
+            str(tmp_path),
+            "--fixtures",
+            str(fixtures),
+            "--socket-group",
+            "no-such-group",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2 and "no such group: no-such-group" in result.stderr
+
+
+def _has_group(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
