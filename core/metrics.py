@@ -18,6 +18,16 @@ _REQUEST_LABELS = ("server_api_version", "status_code")
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
+def go_code_name(code_name: str) -> str:
+    """A gRPC status code name as Go's codes.Code prints it, which is how the kubelet labels
+    its metrics: NOT_FOUND -> NotFound, OK -> OK, CANCELLED -> Canceled."""
+    if code_name == "OK":
+        return "OK"
+    if code_name == "CANCELLED":
+        return "Canceled"
+    return "".join(part.capitalize() for part in code_name.split("_"))
+
+
 class Metrics:
     def __init__(self, cache: PodCache) -> None:
         self.registry = CollectorRegistry(auto_describe=True)

@@ -109,7 +109,7 @@ async def serve(config: Config) -> None:
             loop.add_signal_handler(sig, stop.set)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_run_source(s, sink), name=s.name) for s, sink in sinks]
-            log.info("serving the Pods API on %s", config.socket, extra={"pods": len(core.cache)})
+            log.info("serving the Pods API on %s", config.socket)
             await stop.wait()
             log.info("shutting down")
             await _shutdown(core, grpc_server, http, tasks)

@@ -18,6 +18,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from core.metrics import go_code_name
+
 log = logging.getLogger(__name__)
 
 ERROR_MEDIA_TYPE = "application/json"
@@ -57,11 +59,7 @@ class Code(Enum):
     @property
     def go_name(self) -> str:
         """The name Go's codes.Code prints, which the kubelet's metrics use (NOT_FOUND -> NotFound)."""
-        if self is Code.OK:
-            return "OK"
-        if self is Code.CANCELLED:
-            return "Canceled"
-        return "".join(part.capitalize() for part in self.name.split("_"))
+        return go_code_name(self.name)
 
 
 _BY_NUMBER = {code.number: code for code in Code}

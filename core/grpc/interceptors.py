@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 
 from core.cache import NOT_SYNCED, PodCache
-from core.metrics import Metrics
+from core.metrics import Metrics, go_code_name
 from core.ratelimit import TokenBucket
 
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
@@ -25,15 +25,6 @@ def _pods_method(details: grpc.HandlerCallDetails) -> tuple[str, str] | None:
     service, _, method = details.method.lstrip("/").rpartition("/")
     version = _PODS_SERVICES.get(service)
     return (version, method) if version else None
-
-
-def _go_code_name(code: grpc.StatusCode) -> str:
-    """The Go name of a status code, as the kubelet's metrics label it (NOT_FOUND -> NotFound)."""
-    if code is grpc.StatusCode.CANCELLED:
-        return "Canceled"
-    if code is grpc.StatusCode.OK:
-        return "OK"
-    return "".join(part.capitalize() for part in code.name.split("_"))
 
 
 def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
@@ -106,7 +97,7 @@ def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> st
     code = context.code()
     if code is None:
         return "OK" if exc is None else "Unknown"
-    return _go_code_name(code)
+    return go_code_name(code.name)
 
 
 class RateLimitInterceptor(grpc.aio.ServerInterceptor):
