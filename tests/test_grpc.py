@@ -516,3 +516,13 @@ def _has_group(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+def test_json_logs_are_one_object_per_line(tmp_path: Path, fixtures: Path) -> None:
+    with serving(tmp_path / "run", "--fixtures", str(fixtures), "--log-format", "json") as served:
+        line = served.wait_for_line("serving the Pods API")
+        served.stop()
+    entry = json.loads(line)
+    assert entry["level"] == "info" and entry["logger"] == "core.server"
+    assert entry["msg"] == f"serving the Pods API on {served.socket}"
+    assert all(json.loads(text)["msg"] for text in served.lines)
