@@ -100,34 +100,40 @@ def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> st
     return go_code_name(code.name)
 
 
-class RateLimitInterceptor(grpc.aio.ServerInterceptor):
-    """List and Get share one token bucket (watches are long-lived and capped separately)."""
+class _Gate(grpc.aio.ServerInterceptor):
+    """An interceptor that may refuse a Pods API call before its handler runs."""
 
-    def __init__(self, limiter: TokenBucket) -> None:
-        self._limiter = limiter
+    def refusal(self, method: str) -> tuple[grpc.StatusCode, str] | None:
+        raise NotImplementedError
 
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
         target = _pods_method(details)
-        if handler is None or target is None or target[1] not in _LIMITED_METHODS:
+        if handler is None or target is None:
             return handler
-        if self._limiter.allow():
-            return handler
-        return _rejecting(handler, grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded; retry later")
+        refused = self.refusal(target[1])
+        return handler if refused is None else _rejecting(handler, *refused)
 
 
-class ReadinessInterceptor(grpc.aio.ServerInterceptor):
+class RateLimitInterceptor(_Gate):
+    """List and Get share one token bucket (watches are long-lived and capped separately)."""
+
+    def __init__(self, limiter: TokenBucket) -> None:
+        self._limiter = limiter
+
+    def refusal(self, method: str) -> tuple[grpc.StatusCode, str] | None:
+        if method not in _LIMITED_METHODS or self._limiter.allow():
+            return None
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded; retry later"
+
+
+class ReadinessInterceptor(_Gate):
     """Until every pod source has synced, every Pods method fails: never a partial list."""
 
     def __init__(self, cache: PodCache) -> None:
         self._cache = cache
 
-    async def intercept_service(
-        self, continuation: Continuation, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or _pods_method(details) is None or self._cache.ready:
-            return handler
-        return _rejecting(handler, grpc.StatusCode.FAILED_PRECONDITION, NOT_SYNCED)
+    def refusal(self, method: str) -> tuple[grpc.StatusCode, str] | None:
+        return None if self._cache.ready else (grpc.StatusCode.FAILED_PRECONDITION, NOT_SYNCED)
