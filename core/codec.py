@@ -296,14 +296,22 @@ def _set_message(sub: Any, f: Field, value: Any, path: str, warnings: list[str])
     else:
         if not isinstance(value, Mapping):
             raise CodecError(path, f"expected object, got {_show(value)}")
-        sub.Raw = orjson.dumps(value)
+        try:
+            sub.Raw = orjson.dumps(value)
+        except orjson.JSONEncodeError as exc:  # YAML allows non-string keys; orjson caps depth
+            raise CodecError(path, f"not a JSON object: {exc}") from None
 
 
 def _scalar(kind: str, value: Any, path: str) -> Any:
     if kind == "string":
-        if isinstance(value, str):
-            return value
-        raise CodecError(path, f"expected string, got {_show(value)}")
+        if not isinstance(value, str):
+            raise CodecError(path, f"expected string, got {_show(value)}")
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:  # protobuf strings are UTF-8; a lone surrogate is not
+                raise CodecError(path, "not valid Unicode (a lone surrogate?)") from None
+        return value
     if kind == "bool":
         if isinstance(value, bool):
             return value

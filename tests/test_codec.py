@@ -8,11 +8,13 @@ from typing import Any
 import orjson
 import pytest
 from conftest import vector_params, vector_pb
-from hypothesis import HealthCheck, given, settings
-from strategies import pods
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from strategies import MASK_PATHS, pods
 
 from core.codec import CodecError, pod_from_bytes, pod_from_message, pod_to_bytes, pod_to_message
 from core.pb import k8s_core_v1_pb2
+from core.schema import pod_schema
 
 
 @pytest.mark.parametrize("vector", vector_params())
@@ -185,3 +187,59 @@ def test_random_pods_round_trip(pod: k8s_core_v1_pb2.Pod) -> None:
     assert pod_from_bytes(again) == as_json
     # Encoding is a fixed point after one pass: the bytes we send are stable.
     assert pod_to_bytes(pod_from_bytes(again)) == again
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6) | st.integers() | st.booleans(), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+def _shaped_like_a_pod(field_paths: list[list[str]], values: list[Any]) -> dict[str, Any]:
+    """Real field names (lists made lists, as the schema says), random values at the ends: the
+    wrong-type values are what people get wrong."""
+    pod: dict[str, Any] = {}
+    for path, value in zip(field_paths, values, strict=False):
+        at, ms = pod, pod_schema()
+        for name in path[:-1]:
+            f = ms.by_json[name][-1]
+            assert f.message is not None
+            if f.repeated:
+                items = at.setdefault(name, [{}])
+                at = items[0] if isinstance(items, list) and isinstance(items[0], dict) else {}
+            else:
+                nxt = at.setdefault(name, {})
+                at = nxt if isinstance(nxt, dict) else {}
+            ms = f.message
+        at[path[-1]] = value
+    return pod
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from([p.split(".") for p in MASK_PATHS]), min_size=1, max_size=6),
+    st.lists(_JSONISH, min_size=1, max_size=6),
+)
+@example([["metadata", "managedFields", "fieldsV1"]], [{1: "x"}])  # YAML's non-string keys
+@example([["metadata", "name"]], ["\ud800"])  # YAML's "\ud800" escape: not UTF-8
+@example([["spec", "containers", "resources"]], [{"limits": {"cpu": float("nan")}}])
+def test_any_input_is_a_pod_or_a_codec_error(paths: list[list[str]], values: list[Any]) -> None:
+    """Nothing a manifest can hold gets past the codec as anything but a CodecError (a crash
+    here would take a pod source down with it)."""
+    try:
+        data = pod_to_bytes(_shaped_like_a_pod(paths, values))
+    except CodecError as exc:
+        assert exc.path or exc.problem
+    else:
+        pod_from_bytes(data)
+
+
+def test_values_yaml_allows_but_json_does_not_are_codec_errors() -> None:
+    with pytest.raises(CodecError, match=r"^metadata\.managedFields\[0\]\.fieldsV1: not a JSON object"):
+        pod_to_bytes({"metadata": {"managedFields": [{"fieldsV1": {1: "x"}}]}})
+    with pytest.raises(CodecError, match=r"^metadata\.name: not valid Unicode"):
+        pod_to_bytes({"metadata": {"name": "\ud800"}})

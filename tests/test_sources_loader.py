@@ -19,6 +19,7 @@ from core.sources.loader import (
     MAX_MANIFEST_BYTES,
     ManifestError,
     Reporter,
+    parse_documents,
     pod_objects,
     read_manifest,
     unique_pods,
@@ -245,3 +246,18 @@ def test_reporter_logs_and_counts_each_problem_once(caplog: pytest.LogCaptureFix
         "pod source src: down",
         "pod source src: resolved: e1",
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A billion laughs: nine levels of ten aliases each, a few hundred bytes to load.
+        "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)),
+        "kind: Pod\nmetadata: &m {name: loop, labels: *m}\n",  # refers to itself
+        "&a [*a]\n",
+    ],
+)
+def test_alias_bombs_and_loops_are_refused(text: str) -> None:
+    with pytest.raises(ManifestError, match="YAML aliases are expanded"):
+        parse_documents(text.encode(), "bomb.yaml")

@@ -159,6 +159,12 @@ _YAMLLoader.yaml_implicit_resolvers = {
 }
 
 
+# Values a YAML document may hold once its aliases are expanded. A 10 MiB PodList of real pods
+# holds a few hundred thousand; more is an alias bomb or a loop (what Go's YAML decoder refuses
+# as "excessive aliasing"), and walking it would take the source's time without bound.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
 def parse_documents(data: bytes, origin: str) -> list[Any]:
     """The non-empty documents of a JSON or YAML file, in order."""
     text = data.removeprefix(_UTF8_BOM)
@@ -175,7 +181,28 @@ def parse_documents(data: bytes, origin: str) -> list[Any]:
         raise ManifestError(origin, json_error or _yaml_problem(exc)) from None
     except RecursionError:
         raise ManifestError(origin, "not valid YAML: nested too deeply") from None
+    for doc in docs:
+        _check_expansion(doc, origin)
     return docs
+
+
+def _check_expansion(doc: Any, origin: str) -> None:
+    """Refuse a document whose aliases expand beyond reason, or that refers to itself: YAML
+    aliases share one object, so `[*a, *a, ...]` nested a few levels is small to load but
+    enormous (or endless) to walk, and every reader of the pod walks it."""
+    budget = MAX_EXPANDED_VALUES
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise ManifestError(
+                origin, f"over {MAX_EXPANDED_VALUES} values once YAML aliases are expanded (or an alias loop)"
+            )
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
