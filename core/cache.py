@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from core.lru import LRU
 from core.pod import PodVersion
 from core.watch import EventType, PodEvent, Watcher, WatchHub
 
@@ -41,15 +42,10 @@ class Snapshot:
 
     revision: int
     pods: tuple[PodVersion, ...]
-    _memo: OrderedDict[Any, Any] = field(default_factory=OrderedDict)
+    _memo: LRU[Any, Any] = field(default_factory=lambda: LRU(MEMO_PER_SNAPSHOT))
 
     def memo(self, key: Any, make: Callable[[], T]) -> T:
-        try:
-            value: T = self._memo[key]
-        except KeyError:
-            value = self._memo[key] = make()
-            if len(self._memo) > MEMO_PER_SNAPSHOT:
-                self._memo.popitem(last=False)
+        value: T = self._memo.get(key, make)
         return value
 
 

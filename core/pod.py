@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from core.codec import CodecError, pod_from_message, pod_to_message
+from core.codec import pod_from_message, pod_to_message
 from core.fieldmask import FieldMask
+from core.lru import LRU
 from core.pb import k8s_core_v1_pb2
 
 # Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
@@ -35,7 +35,7 @@ class PodVersion:
     pb: bytes
     json: dict[str, Any]
     json_bytes: bytes
-    _masked: OrderedDict[str, Masked] = field(default_factory=OrderedDict, repr=False)
+    _masked: LRU[str, Masked] = field(default_factory=lambda: LRU(MASKED_PER_POD), repr=False)
     _whole: Masked = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -66,30 +66,13 @@ class PodVersion:
             warnings.extend(decoded.warnings)
         return cls.from_message(decoded.message)
 
-    @classmethod
-    def from_bytes(cls, data: bytes) -> PodVersion:
-        message = k8s_core_v1_pb2.Pod()
-        try:
-            message.ParseFromString(data)
-        except Exception as exc:
-            raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
-        return cls.from_message(message)
-
     def masked(self, mask: FieldMask | None) -> Masked:
         """This version under a mask, computed once per (mask, version)."""
         if mask is None:
             return self._whole
-        hit = self._masked.get(mask.key)
-        if hit is not None:
-            self._masked.move_to_end(mask.key)
-            return hit
+        return self._masked.get(mask.key, lambda: self._mask(mask))
+
+    def _mask(self, mask: FieldMask) -> Masked:
         masked_json = mask.apply_json(self.json)
-        hit = Masked(
-            mask.apply_message(self.message).SerializeToString(deterministic=True),
-            masked_json,
-            orjson.dumps(masked_json),
-        )
-        self._masked[mask.key] = hit
-        if len(self._masked) > MASKED_PER_POD:
-            self._masked.popitem(last=False)
-        return hit
+        pb = mask.apply_message(self.message).SerializeToString(deterministic=True)
+        return Masked(pb, masked_json, orjson.dumps(masked_json))

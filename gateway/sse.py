@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from core.cache import PodCache, Snapshot
 from core.fieldmask import FieldMask
+from core.lru import LRU
 from core.metrics import Metrics
 from core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
 from gateway.assemble import pod_bytes
@@ -65,22 +65,15 @@ class FrameCache:
     """Each event is encoded once per distinct mask, however many clients watch with it."""
 
     def __init__(self, size: int = FRAMES_KEPT) -> None:
-        self._size = size
-        self._frames: OrderedDict[tuple[int, str], bytes | None] = OrderedDict()
+        self._frames: LRU[tuple[int, str], bytes | None] = LRU(size)
 
     def event(self, event: PodEvent, mask: FieldMask | None) -> bytes | None:
         """The frame for a published event; None for a MODIFIED the mask hides entirely."""
-        key = (event.revision, mask.key if mask else "")
-        try:
-            self._frames.move_to_end(key)
-            return self._frames[key]
-        except KeyError:
-            pass
-        made = None if _masked_unchanged(event, mask) else _event_frame(event, mask)
-        self._frames[key] = made
-        if len(self._frames) > self._size:
-            self._frames.popitem(last=False)
-        return made
+
+        def make() -> bytes | None:
+            return None if _masked_unchanged(event, mask) else _event_frame(event, mask)
+
+        return self._frames.get((event.revision, mask.key if mask else ""), make)
 
 
 def _event_frame(event: PodEvent, mask: FieldMask | None) -> bytes:

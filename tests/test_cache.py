@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from core.cache import RING_SIZE, PodCache
+from core.cache import MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
 from core.fieldmask import parse_mask
+from core.lru import LRU
 from core.pod import MASKED_PER_POD, PodVersion
 from core.watch import EventType, FellBehind, ServerStopping, TooManyWatchers, WatchHub
 
@@ -211,3 +212,31 @@ def test_resume_from_a_revision_replays_or_gives_a_snapshot() -> None:
     assert snapshot is None and [(e.type, e.pod.uid) for e in replay] == [(EventType.ADDED, "2")]
     snapshot, replay, _ = cache.watch_from(seen - 100)  # before this process began
     assert snapshot is not None and [p.uid for p in snapshot.pods] == ["1", "2"] and replay == []
+
+
+def test_the_shared_lru_is_bounded_keeps_what_is_used_and_caches_none() -> None:
+    made: list[str] = []
+
+    def make(key: str) -> str | None:
+        made.append(key)
+        return None if key == "hidden" else key.upper()
+
+    lru: LRU[str, str | None] = LRU(2)
+    assert lru.get("a", lambda: make("a")) == "A"
+    assert lru.get("hidden", lambda: make("hidden")) is None
+    assert lru.get("hidden", lambda: make("hidden")) is None  # a None answer is kept too
+    assert lru.get("a", lambda: make("a")) == "A"  # used: now the most recent
+    lru.get("b", lambda: make("b"))  # evicts "hidden", the least recently used
+    lru.get("a", lambda: make("a"))
+    lru.get("hidden", lambda: make("hidden"))
+    assert made == ["a", "hidden", "b", "hidden"]
+    assert len(lru) == 2
+
+
+def test_a_snapshot_keeps_a_bounded_number_of_assembled_responses() -> None:
+    cache, _ = new_cache()
+    cache.source("a").replace([pod("1")])
+    snap = cache.snapshot()
+    for i in range(MEMO_PER_SNAPSHOT + 5):
+        snap.memo(("list", i), lambda: b"x")
+    assert len(snap._memo) == MEMO_PER_SNAPSHOT

@@ -12,7 +12,6 @@ Rate limit, readiness and metrics are interceptors (core/grpc/interceptors.py), 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from enum import Enum
 from typing import NoReturn
@@ -21,6 +20,7 @@ import grpc
 
 from core.cache import PodCache, Snapshot
 from core.fieldmask import FieldMask, FieldMaskError, parse_mask
+from core.lru import LRU
 from core.metrics import Metrics
 from core.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
@@ -56,7 +56,7 @@ class PodsService:
     def __init__(self, cache: PodCache, metrics: Metrics) -> None:
         self._cache = cache
         self._metrics = metrics
-        self._frames: OrderedDict[tuple[int, Contract, str], bytes] = OrderedDict()
+        self._frames: LRU[tuple[int, Contract, str], bytes | None] = LRU(_FRAMES_KEPT)
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         mask = await _mask(context)
@@ -99,16 +99,15 @@ class PodsService:
                     yield live
 
     def _frame(self, contract: Contract, event: PodEvent, mask: FieldMask | None) -> bytes | None:
-        key = (event.revision, contract, mask.key if mask else "")
-        frame: bytes | None = self._frames.get(key)
-        if frame is None:
+        """The frame for an event, made once per (event, contract, mask) for every watcher;
+        None for a MODIFIED that the mask hides entirely."""
+
+        def make() -> bytes | None:
             if _masked_unchanged(event, mask):
                 return None
-            frame = watch_frame(contract, event.type, event.pod.masked(mask).pb)
-            self._frames[key] = frame
-            if len(self._frames) > _FRAMES_KEPT:
-                self._frames.popitem(last=False)
-        return frame
+            return watch_frame(contract, event.type, event.pod.masked(mask).pb)
+
+        return self._frames.get((event.revision, contract, mask.key if mask else ""), make)
 
 
 def _masked_unchanged(event: PodEvent, mask: FieldMask | None) -> bool:
