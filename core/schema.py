@@ -144,18 +144,5 @@ def pod_schema() -> MessageSchema:
     return ms
 
 
-def messages() -> dict[str, MessageSchema]:
-    """Every message reachable from Pod, by full name."""
-    out: dict[str, MessageSchema] = {}
-    stack = [pod_schema()]
-    while stack:
-        ms = stack.pop()
-        if ms.full_name in out:
-            continue
-        out[ms.full_name] = ms
-        stack.extend(f.message for f in ms.fields if f.message is not None)
-    return out
-
-
 def zero_of(kind: str) -> Any:
     return {"string": "", "bool": False, "int32": 0, "int64": 0, "bytes": b""}[kind]

@@ -31,8 +31,8 @@ def test_vector_encodes_to_bytes_that_decode_back(vector: dict[str, Any]) -> Non
     data = pod_to_bytes(vector["json"], warnings=warnings)
     assert warnings == []
     assert pod_from_bytes(data) == vector["json"]
-    # And Go's decoder sees the same message: compare as messages, not as bytes (Go writes
-    # zero-valued non-pointer fields that the JSON does not carry).
+    # And the message is the vector's, read as Go reads it: compared as messages, not bytes, since
+    # the vectors' bytes also carry zero-valued fields that their JSON does not show.
     ours, theirs = k8s_core_v1_pb2.Pod(), k8s_core_v1_pb2.Pod()
     ours.ParseFromString(data)
     theirs.ParseFromString(vector_pb(vector))
