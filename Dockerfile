@@ -5,6 +5,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY core core
 COPY gateway gateway
+COPY pods_api pods_api
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

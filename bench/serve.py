@@ -23,8 +23,8 @@ import grpc
 import httpx
 import yaml
 
-from core.pb import pods_v1alpha1_pb2 as api
-from core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+from pods_api.core.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
 
 HERE = Path(__file__).resolve().parent
 PODS_API = str(Path(sys.executable).parent / "pods-api")

@@ -1,3 +1,3 @@
-from core.cli import main
+from pods_api.core.cli import main
 
 main()

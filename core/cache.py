@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.lru import LRU
-from core.pod import PodVersion
-from core.watch import EventType, PodEvent, Watcher, WatchHub
+from pods_api.core.lru import LRU
+from pods_api.core.pod import PodVersion
+from pods_api.core.watch import EventType, PodEvent, Watcher, WatchHub
 
 log = logging.getLogger(__name__)
 

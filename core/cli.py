@@ -13,9 +13,16 @@ from typing import Any
 
 import orjson
 
-from core import sockets
-from core.config import DEFAULT_MAX_WATCHERS, DEFAULT_SOCKET, DEFAULT_WATCH_BUFFER, HTTP_SOCKET_NAME, Config
-from core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from pods_api import __version__
+from pods_api.core import sockets
+from pods_api.core.config import (
+    DEFAULT_MAX_WATCHERS,
+    DEFAULT_SOCKET,
+    DEFAULT_WATCH_BUFFER,
+    HTTP_SOCKET_NAME,
+    Config,
+)
+from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 SOURCE_FLAGS = "--fixtures DIR, --manifests DIR, --manifest-url URL"
 GRPC_SOCKET_NAME = "pods-api.sock"
@@ -23,6 +30,7 @@ GRPC_SOCKET_NAME = "pods-api.sock"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pods-api", description="The kubelet's node-local Pods API.")
+    parser.add_argument("--version", action="version", version=f"pods-api {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
@@ -183,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             sockets.resolve_group(config.socket_group)
     except ValueError as exc:
         parser.error(str(exc))
-    from core.server import StartupError, serve
+    from pods_api.core.server import StartupError, serve
 
     try:
         asyncio.run(serve(config))

@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 from google.protobuf.message import DecodeError, Message
 
-from core.pb import k8s_core_v1_pb2
-from core.quantity import QuantityError, canonical_quantity
-from core.schema import Field, MessageSchema, Special, pod_schema, zero_of
+from pods_api.core.pb import k8s_core_v1_pb2
+from pods_api.core.quantity import QuantityError, canonical_quantity
+from pods_api.core.schema import Field, MessageSchema, Special, pod_schema, zero_of
 
 __all__ = [
     "CodecError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")

@@ -16,8 +16,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from core.pb import k8s_core_v1_pb2
-from core.schema import Field, MessageSchema, pod_schema
+from pods_api.core.pb import k8s_core_v1_pb2
+from pods_api.core.schema import Field, MessageSchema, pod_schema
 
 # A mask travels in one gRPC metadata value (grpc's default limit for all metadata is 8 KiB);
 # selecting Pod fields never needs more than a few hundred characters.

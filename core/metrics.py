@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from core.cache import PodCache, SourceSink
+from pods_api.core.cache import PodCache, SourceSink
 
 _REQUEST_LABELS = ("server_api_version", "status_code")
 

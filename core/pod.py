@@ -7,10 +7,10 @@ from typing import Any
 
 import orjson
 
-from core.codec import pod_from_message, pod_to_message
-from core.fieldmask import FieldMask
-from core.lru import LRU
-from core.pb import k8s_core_v1_pb2
+from pods_api.core.codec import pod_from_message, pod_to_message
+from pods_api.core.fieldmask import FieldMask
+from pods_api.core.lru import LRU
+from pods_api.core.pb import k8s_core_v1_pb2
 
 # Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
 # client cycling through masks from holding memory per pod.

@@ -13,7 +13,7 @@ from typing import Any, cast
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from core.pb import gofacts_pb2, k8s_core_v1_pb2
+from pods_api.core.pb import gofacts_pb2, k8s_core_v1_pb2
 
 POD = "k8s.io.api.core.v1.Pod"
 

@@ -16,14 +16,14 @@ import grpc
 import uvicorn
 from prometheus_client import start_http_server
 
-from core import sockets
-from core.cache import PodCache, SourceSink
-from core.config import Config
-from core.grpc.server import create_server
-from core.metrics import Metrics
-from core.ratelimit import TokenBucket
-from core.sources import Source
-from core.watch import WatchHub
+from pods_api.core import sockets
+from pods_api.core.cache import PodCache, SourceSink
+from pods_api.core.config import Config
+from pods_api.core.grpc.server import create_server
+from pods_api.core.metrics import Metrics
+from pods_api.core.ratelimit import TokenBucket
+from pods_api.core.sources import Source
+from pods_api.core.watch import WatchHub
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,9 @@ def build_core(config: Config) -> Core:
 
 
 def build_sources(config: Config, core: Core) -> list[Source]:
-    from core.sources.fixtures import FixturesSource
-    from core.sources.manifests import ManifestDirSource
-    from core.sources.url import ManifestURLSource
+    from pods_api.core.sources.fixtures import FixturesSource
+    from pods_api.core.sources.manifests import ManifestDirSource
+    from pods_api.core.sources.url import ManifestURLSource
 
     def count(source: str, reason: str) -> None:
         core.metrics.source_errors.labels(source).inc()
@@ -146,7 +146,7 @@ async def _start_grpc(core: Core) -> grpc.aio.Server:
 
 
 async def _start_gateway(core: Core, cleanup: list[Path]) -> tuple[_Uvicorn, asyncio.Task[None]]:
-    from gateway.app import create_app
+    from pods_api.gateway.app import create_app
 
     config = core.config
     try:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from core.pod import PodVersion
+from pods_api.core.pod import PodVersion
 
 
 class EventType(IntEnum):

@@ -9,9 +9,9 @@ import sys
 
 import grpc
 
-from core.codec import pod_from_bytes
-from core.pb import pods_v1alpha1_pb2 as pods_api
-from core.pb import pods_v1alpha1_pb2_grpc as pods_grpc
+from pods_api.core.codec import pod_from_bytes
+from pods_api.core.pb import pods_v1alpha1_pb2 as pods_api
+from pods_api.core.pb import pods_v1alpha1_pb2_grpc as pods_grpc
 
 socket_path = sys.argv[1]
 metadata = [("x-kubernetes-fieldmask", sys.argv[2])] if len(sys.argv) > 2 else []

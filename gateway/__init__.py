@@ -1,1 +1,1 @@
-"""The HTTP/JSON gateway to the Pods API: `gateway.app.create_app(core)`."""
+"""The HTTP/JSON gateway to the Pods API: `pods_api.gateway.app.create_app(core)`."""

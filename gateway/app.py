@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from core.server import Core
-from gateway import errors, health, metrics, openapi, pods
-from gateway.hosts import LoopbackHostMiddleware
-from gateway.rpcs import CallMetricsMiddleware
+from pods_api.core.server import Core
+from pods_api.gateway import errors, health, metrics, openapi, pods
+from pods_api.gateway.hosts import LoopbackHostMiddleware
+from pods_api.gateway.rpcs import CallMetricsMiddleware
 
 
 def create_app(core: Core) -> FastAPI:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.cache import Snapshot
-from core.fieldmask import FieldMask
-from core.pod import PodVersion
-from gateway.formats import Format, render
+from pods_api.core.cache import Snapshot
+from pods_api.core.fieldmask import FieldMask
+from pods_api.core.pod import PodVersion
+from pods_api.gateway.formats import Format, render
 
 # Kubernetes JSON puts TypeMeta first, as the API server does for a single object.
 _POD_HEAD = b'{"kind":"Pod","apiVersion":"v1"'

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from core.metrics import go_code_name
+from pods_api.core.metrics import go_code_name
 
 log = logging.getLogger(__name__)
 

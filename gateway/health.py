@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import PlainTextResponse, Response
 
-from core.server import Core
-from gateway import openapi
-from gateway.errors import Code, error_response
-from gateway.rpcs import NOT_SYNCED_RETRY_AFTER
+from pods_api.core.server import Core
+from pods_api.gateway import openapi
+from pods_api.gateway.errors import Code, error_response
+from pods_api.gateway.rpcs import NOT_SYNCED_RETRY_AFTER
 
 
 def router(core: Core) -> APIRouter:

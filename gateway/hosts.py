@@ -12,7 +12,7 @@ import ipaddress
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.errors import Code, error_response
+from pods_api.gateway.errors import Code, error_response
 
 
 def is_loopback_host(host: str) -> bool:

@@ -9,8 +9,8 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from core.server import Core
-from gateway import openapi
+from pods_api.core.server import Core
+from pods_api.gateway import openapi
 
 
 def instrument(app: FastAPI, core: Core) -> None:

@@ -1,7 +1,7 @@
 """The OpenAPI document: FastAPI's, with real Pod/PodList/Error schemas, the event stream
 documented, and FastAPI's 422 (which this API never sends: bad input is a 400) removed.
 
-`python -m gateway.openapi` writes it to openapi/openapi.json (`--check` fails when the committed
+`python -m pods_api.gateway.openapi` writes it to openapi/openapi.json (`--check` fails when the committed
 file is stale); tests/test_gateway_openapi.py fails when it differs from what the app serves.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from gateway import podschema
-from gateway.errors import Code
-from gateway.podschema import POD, POD_LIST, ref
+from pods_api.gateway import podschema
+from pods_api.gateway.errors import Code
+from pods_api.gateway.podschema import POD, POD_LIST, ref
 
 Doc = dict[str, Any]
 
@@ -161,22 +161,22 @@ def render(doc: Doc) -> str:
 
 
 def generate() -> str:
-    from core.config import Config
-    from core.server import build_core
-    from gateway.app import create_app
+    from pods_api.core.config import Config
+    from pods_api.core.server import build_core
+    from pods_api.gateway.app import create_app
 
     return render(create_app(build_core(Config(node_name="openapi"))).openapi())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway.openapi", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m pods_api.gateway.openapi", description=__doc__)
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--check", action="store_true", help="fail if the file is not up to date")
     args = parser.parse_args(argv)
     text = generate()
     if args.check:
         if not args.path.exists() or args.path.read_text() != text:
-            print(f"{args.path} is stale: run python -m gateway.openapi", file=sys.stderr)
+            print(f"{args.path} is stale: run python -m pods_api.gateway.openapi", file=sys.stderr)
             return 1
         return 0
     args.path.parent.mkdir(parents=True, exist_ok=True)

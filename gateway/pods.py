@@ -13,13 +13,13 @@ from fastapi import APIRouter, Depends, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
-from core.fieldmask import FieldMask, FieldMaskError, parse_mask
-from core.server import Core
-from gateway import formats, openapi
-from gateway.assemble import list_body, pod_body
-from gateway.errors import ApiError, Code
-from gateway.rpcs import CALL_KEY, GET, LIST, WATCH, admission, name_call
-from gateway.sse import FrameCache, WatchResponse, stream, subscribe
+from pods_api.core.fieldmask import FieldMask, FieldMaskError, parse_mask
+from pods_api.core.server import Core
+from pods_api.gateway import formats, openapi
+from pods_api.gateway.assemble import list_body, pod_body
+from pods_api.gateway.errors import ApiError, Code
+from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, WATCH, admission, name_call
+from pods_api.gateway.sse import FrameCache, WatchResponse, stream, subscribe
 
 FIELDS_DOC = (
     "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "

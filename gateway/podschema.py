@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.schema import Field, MessageSchema, Special, pod_schema
+from pods_api.core.schema import Field, MessageSchema, Special, pod_schema
 
 Schema = dict[str, Any]
 

@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.cache import NOT_SYNCED
-from core.metrics import Metrics
-from core.server import Core
-from gateway import formats
-from gateway.errors import ApiError, Code, code_of_number
+from pods_api.core.cache import NOT_SYNCED
+from pods_api.core.metrics import Metrics
+from pods_api.core.server import Core
+from pods_api.gateway import formats
+from pods_api.gateway.errors import ApiError, Code, code_of_number
 
 LIST, GET, WATCH = "ListPods", "GetPod", "WatchPods"
 API_VERSION = "http"  # the server_api_version label: gRPC uses "v1alpha1" and "documented"

@@ -29,14 +29,14 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
-from core.cache import PodCache, Snapshot
-from core.fieldmask import FieldMask
-from core.lru import LRU
-from core.metrics import Metrics
-from core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
-from gateway.assemble import pod_bytes
-from gateway.errors import ApiError, Code, error_body
-from gateway.rpcs import end_stream
+from pods_api.core.cache import PodCache, Snapshot
+from pods_api.core.fieldmask import FieldMask
+from pods_api.core.lru import LRU
+from pods_api.core.metrics import Metrics
+from pods_api.core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
+from pods_api.gateway.assemble import pod_bytes
+from pods_api.gateway.errors import ApiError, Code, error_body
+from pods_api.gateway.rpcs import end_stream
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ PROTO_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = PROTO_DIR.parent / "core" / "pb"
 
 # protoc writes `import foo_pb2`, which only works with the output folder on sys.path; the
-# modules live in the core.pb package, so make the imports package-relative.
+# modules live in the pods_api.core.pb package, so make the imports package-relative.
 _IMPORT = re.compile(r"^import (\w+_pb2) as (\w+)$", re.MULTILINE)
 
 
@@ -42,7 +42,7 @@ def generate(out: Path) -> list[Path]:
     written = sorted(p for p in out.iterdir() if p.suffix in (".py", ".pyi") and p.name != "__init__.py")
     for path in written:
         text = path.read_text()
-        path.write_text(_IMPORT.sub(r"from core.pb import \1 as \2", text))
+        path.write_text(_IMPORT.sub(r"from pods_api.core.pb import \1 as \2", text))
     return written
 
 

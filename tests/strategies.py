@@ -9,8 +9,8 @@ import orjson
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
-from core.pb import k8s_core_v1_pb2
-from core.schema import Field, MessageSchema, Special, pod_schema
+from pods_api.core.pb import k8s_core_v1_pb2
+from pods_api.core.schema import Field, MessageSchema, Special, pod_schema
 
 _TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 _QUANTITIES = st.sampled_from(["0", "1", "250m", "1500m", "1Gi", "1536Mi", "100M", "1e3", "2k", "-5", "3Ki"])

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from core.cache import MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
-from core.fieldmask import parse_mask
-from core.lru import LRU
-from core.pod import MASKED_PER_POD, PodVersion
-from core.watch import EventType, FellBehind, ServerStopping, TooManyWatchers, WatchHub
+from pods_api.core.cache import MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
+from pods_api.core.fieldmask import parse_mask
+from pods_api.core.lru import LRU
+from pods_api.core.pod import MASKED_PER_POD, PodVersion
+from pods_api.core.watch import EventType, FellBehind, ServerStopping, TooManyWatchers, WatchHub
 
 
 def pod(uid: str, phase: str = "Running", name: str | None = None) -> PodVersion:

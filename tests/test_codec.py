@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from strategies import MASK_PATHS, pods
 
-from core.codec import CodecError, pod_from_bytes, pod_from_message, pod_to_bytes, pod_to_message
-from core.pb import k8s_core_v1_pb2
-from core.schema import pod_schema
+from pods_api.core.codec import CodecError, pod_from_bytes, pod_from_message, pod_to_bytes, pod_to_message
+from pods_api.core.pb import k8s_core_v1_pb2
+from pods_api.core.schema import pod_schema
 
 
 @pytest.mark.parametrize("vector", vector_params())

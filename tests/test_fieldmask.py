@@ -9,9 +9,9 @@ from conftest import vector_params, vector_pb
 from hypothesis import HealthCheck, given, settings
 from strategies import MASK_PATHS, masks, pods
 
-from core.codec import pod_from_bytes, pod_from_message, pod_to_message
-from core.fieldmask import MAX_MASK_LENGTH, MAX_PATHS, FieldMaskError, parse_mask
-from core.pb import k8s_core_v1_pb2
+from pods_api.core.codec import pod_from_bytes, pod_from_message, pod_to_message
+from pods_api.core.fieldmask import MAX_MASK_LENGTH, MAX_PATHS, FieldMaskError, parse_mask
+from pods_api.core.pb import k8s_core_v1_pb2
 
 POD: dict[str, Any] = {
     "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"}},

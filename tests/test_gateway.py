@@ -21,10 +21,10 @@ from test_gateway_support import (
     serving,
 )
 
-from core.codec import pod_from_message, pod_to_message
-from core.fieldmask import parse_mask
-from gateway.errors import Code
-from gateway.hosts import is_loopback_host
+from pods_api.core.codec import pod_from_message, pod_to_message
+from pods_api.core.fieldmask import parse_mask
+from pods_api.gateway.errors import Code
+from pods_api.gateway.hosts import is_loopback_host
 
 # The `gateway` and `make_gateway` fixtures.
 pytest_plugins = ["test_gateway_support"]
@@ -109,7 +109,7 @@ async def test_list_bytes_are_assembled_once_per_revision_and_mask(gateway: Gate
 
 
 def _json_format() -> Any:
-    from gateway.formats import Format
+    from pods_api.gateway.formats import Format
 
     return Format.JSON
 
@@ -472,9 +472,9 @@ def test_every_handler_and_dependency_runs_on_the_event_loop() -> None:
     """FastAPI runs a plain `def` in a thread pool; the cache and the limiter are not thread-safe."""
     from fastapi.routing import APIRoute
 
-    from core.config import Config
-    from core.server import build_core
-    from gateway.app import create_app
+    from pods_api.core.config import Config
+    from pods_api.core.server import build_core
+    from pods_api.gateway.app import create_app
 
     app = create_app(build_core(Config(node_name="test")))
     routes = list(app.routes)
@@ -486,7 +486,7 @@ def test_every_handler_and_dependency_runs_on_the_event_loop() -> None:
         dependant = pending.pop()
         pending.extend(dependant.dependencies)
         call = dependant.call
-        if call is not None and call.__module__.startswith("gateway"):
+        if call is not None and call.__module__.startswith("pods_api.gateway"):
             assert inspect.iscoroutinefunction(call), call.__qualname__
             seen += 1
     assert seen >= 10

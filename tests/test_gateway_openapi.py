@@ -16,10 +16,10 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 from test_gateway_support import PODS, Gateway, version
 
-from core.config import Config
-from core.server import build_core
-from gateway import openapi
-from gateway.app import create_app
+from pods_api.core.config import Config
+from pods_api.core.server import build_core
+from pods_api.gateway import openapi
+from pods_api.gateway.app import create_app
 
 # The `gateway` and `make_gateway` fixtures.
 pytest_plugins = ["test_gateway_support"]
@@ -29,7 +29,7 @@ SCHEMAS = "#/components/schemas/"
 
 
 async def test_committed_document_is_what_the_app_serves(gateway: Gateway) -> None:
-    """Regenerate with `python -m gateway.openapi` when this fails."""
+    """Regenerate with `python -m pods_api.gateway.openapi` when this fails."""
     served = (await gateway.client.get("/openapi.json")).json()
     committed = COMMITTED.read_text()
     assert json.loads(committed) == served

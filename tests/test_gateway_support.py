@@ -18,12 +18,12 @@ import pytest
 import uvicorn
 from samples import make_pod
 
-from core.cache import SourceSink
-from core.config import Config
-from core.pod import PodVersion
-from core.server import Core, build_core
-from core.sockets import bind_unix
-from gateway.app import create_app
+from pods_api.core.cache import SourceSink
+from pods_api.core.config import Config
+from pods_api.core.pod import PodVersion
+from pods_api.core.server import Core, build_core
+from pods_api.core.sockets import bind_unix
+from pods_api.gateway.app import create_app
 
 # A safety net, not a synchronisation: every wait ends on an event long before this.
 TIMEOUT = 20.0

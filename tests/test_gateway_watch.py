@@ -21,9 +21,9 @@ from test_gateway_support import (
     watching,
 )
 
-from core.fieldmask import parse_mask
-from gateway import sse
-from gateway.errors import Code
+from pods_api.core.fieldmask import parse_mask
+from pods_api.gateway import sse
+from pods_api.gateway.errors import Code
 
 # The `gateway` and `make_gateway` fixtures.
 pytest_plugins = ["test_gateway_support"]

@@ -25,8 +25,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
 
-from core.codec import pod_from_bytes, pod_to_bytes
-from core.pb import pods_doc_pb2, pods_doc_pb2_grpc, pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
+from pods_api.core.codec import pod_from_bytes, pod_to_bytes
+from pods_api.core.pb import pods_doc_pb2, pods_doc_pb2_grpc, pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
 
 MASK = "x-kubernetes-fieldmask"
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
@@ -523,6 +523,6 @@ def test_json_logs_are_one_object_per_line(tmp_path: Path, fixtures: Path) -> No
         line = served.wait_for_line("serving the Pods API")
         served.stop()
     entry = json.loads(line)
-    assert entry["level"] == "info" and entry["logger"] == "core.server"
+    assert entry["level"] == "info" and entry["logger"] == "pods_api.core.server"
     assert entry["msg"] == f"serving the Pods API on {served.socket}"
     assert all(json.loads(text)["msg"] for text in served.lines)

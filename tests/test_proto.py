@@ -27,7 +27,7 @@ def test_generated_modules_are_fresh(tmp_path: Path) -> None:
 
 
 def test_message_names_and_numbers_are_kubernetes() -> None:
-    from core.pb import k8s_core_v1_pb2, pods_doc_pb2, pods_v1alpha1_pb2
+    from pods_api.core.pb import k8s_core_v1_pb2, pods_doc_pb2, pods_v1alpha1_pb2
 
     pod = k8s_core_v1_pb2.Pod.DESCRIPTOR
     assert pod.full_name == "k8s.io.api.core.v1.Pod"

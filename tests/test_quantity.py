@@ -15,8 +15,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from core import quantity
-from core.quantity import QuantityError, canonical_quantity
+from pods_api.core import quantity
+from pods_api.core.quantity import QuantityError, canonical_quantity
 
 MAX_INT64 = 2**63 - 1
 

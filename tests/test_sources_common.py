@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from core.cache import PodCache, Snapshot
-from core.pod import PodVersion
-from core.sources import Source
-from core.sources.fixtures import FixturesSource
-from core.sources.manifests import ManifestDirSource
-from core.watch import EventType, PodEvent, Watcher, WatchHub
+from pods_api.core.cache import PodCache, Snapshot
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import Source
+from pods_api.core.sources.fixtures import FixturesSource
+from pods_api.core.sources.manifests import ManifestDirSource
+from pods_api.core.watch import EventType, PodEvent, Watcher, WatchHub
 
 T = TypeVar("T")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 from test_sources_common import Harness, by_name, dump, harness_fixture, pod, write  # noqa: F401
 
-from core.pod import PodVersion
-from core.sources.fixtures import FixturesSource
-from core.watch import EventType
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources.fixtures import FixturesSource
+from pods_api.core.watch import EventType
 
 
 def running(name: str, uid: str, **kw: object) -> dict[str, object]:

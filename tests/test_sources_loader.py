@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from test_sources_common import dump, pod
 
-from core.pod import PodVersion
-from core.sources import loader
-from core.sources.loader import (
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import loader
+from pods_api.core.sources.loader import (
     FIXTURE_FORMAT,
     KUBELET_FORMAT,
     MAX_MANIFEST_BYTES,
@@ -228,7 +228,7 @@ def test_reporter_logs_and_counts_each_problem_once(caplog: pytest.LogCaptureFix
         counted.append(reason)
 
     reporter = Reporter("src", count)
-    with caplog.at_level(logging.INFO, logger="core.sources.loader"):
+    with caplog.at_level(logging.INFO, logger="pods_api.core.sources.loader"):
         reporter.report(["e1"], ["w1"])
         reporter.report(["e1", "e2"], ["w1"])  # a resync: only e2 is new
         reporter.report([], [])  # both resolved

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from test_sources_common import Harness, by_name, dump, harness_fixture, pod, write  # noqa: F401
 
-import core.sources.directory
-from core.sources.loader import MAX_MANIFEST_BYTES
-from core.sources.manifests import CONFIG_HASH, CONFIG_SEEN, CONFIG_SOURCE, ManifestDirSource
-from core.watch import EventType
+import pods_api.core.sources.directory
+from pods_api.core.sources.loader import MAX_MANIFEST_BYTES
+from pods_api.core.sources.manifests import CONFIG_HASH, CONFIG_SEEN, CONFIG_SOURCE, ManifestDirSource
+from pods_api.core.watch import EventType
 
 NODE = "Node-1"  # mixed case: the kubelet lowercases it in pod names only
 RFC3339_NANO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
@@ -406,7 +406,7 @@ async def test_the_resync_relists_without_change_notices(
 
         return never()
 
-    monkeypatch.setattr(core.sources.directory, "awatch", deaf)
+    monkeypatch.setattr(pods_api.core.sources.directory, "awatch", deaf)
     await start(harness, tmp_path, resync=0.1)
 
     write(tmp_path / "web.yaml", dump(pod("web")))

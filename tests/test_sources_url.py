@@ -13,10 +13,10 @@ import pytest
 from servers import ManifestServer
 from test_sources_common import Harness, by_name, dump, harness_fixture, pod, write  # noqa: F401
 
-from core.sources.fixtures import FixturesSource
-from core.sources.manifests import CONFIG_HASH, CONFIG_SOURCE
-from core.sources.url import ManifestURLSource, url_source_name
-from core.watch import EventType
+from pods_api.core.sources.fixtures import FixturesSource
+from pods_api.core.sources.manifests import CONFIG_HASH, CONFIG_SOURCE
+from pods_api.core.sources.url import ManifestURLSource, url_source_name
+from pods_api.core.watch import EventType
 
 # Polls this often in tests: every retry and every re-poll below is at most this far apart.
 INTERVAL = 0.1

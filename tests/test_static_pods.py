@@ -19,9 +19,9 @@ import yaml
 from serve import TIMEOUT, Served, serving
 from servers import ManifestServer
 
-from core.codec import pod_from_bytes
-from core.pb import pods_v1alpha1_pb2 as api
-from core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+from pods_api.core.codec import pod_from_bytes
+from pods_api.core.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
 
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "manifests"

@@ -10,9 +10,9 @@ from typing import Any
 
 import grpc
 
-from core.cache import NOT_SYNCED, PodCache
-from core.metrics import Metrics, go_code_name
-from core.ratelimit import TokenBucket
+from pods_api.core.cache import NOT_SYNCED, PodCache
+from pods_api.core.metrics import Metrics, go_code_name
+from pods_api.core.ratelimit import TokenBucket
 
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
 

@@ -9,12 +9,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from core.cache import PodCache
-from core.grpc.interceptors import MetricsInterceptor, RateLimitInterceptor, ReadinessInterceptor
-from core.grpc.service import Contract, PodsService
-from core.metrics import Metrics
-from core.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from core.ratelimit import TokenBucket
+from pods_api.core.cache import PodCache
+from pods_api.core.grpc.interceptors import MetricsInterceptor, RateLimitInterceptor, ReadinessInterceptor
+from pods_api.core.grpc.service import Contract, PodsService
+from pods_api.core.metrics import Metrics
+from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
+from pods_api.core.ratelimit import TokenBucket
 
 _REQUESTS = {
     Contract.V1ALPHA1: (

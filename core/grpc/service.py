@@ -18,12 +18,12 @@ from typing import NoReturn
 
 import grpc
 
-from core.cache import PodCache, Snapshot
-from core.fieldmask import FieldMask, FieldMaskError, parse_mask
-from core.lru import LRU
-from core.metrics import Metrics
-from core.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
+from pods_api.core.cache import PodCache, Snapshot
+from pods_api.core.fieldmask import FieldMask, FieldMaskError, parse_mask
+from pods_api.core.lru import LRU
+from pods_api.core.metrics import Metrics
+from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
+from pods_api.core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
 
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
 # Watch frames kept for reuse across watchers (per event, contract and mask): enough for a burst

@@ -1,7 +1,7 @@
-from core.pb import gofacts_pb2 as _gofacts_pb2
-from core.pb import k8s_resource_pb2 as _k8s_resource_pb2
-from core.pb import k8s_meta_v1_pb2 as _k8s_meta_v1_pb2
-from core.pb import k8s_intstr_pb2 as _k8s_intstr_pb2
+from pods_api.core.pb import gofacts_pb2 as _gofacts_pb2
+from pods_api.core.pb import k8s_resource_pb2 as _k8s_resource_pb2
+from pods_api.core.pb import k8s_meta_v1_pb2 as _k8s_meta_v1_pb2
+from pods_api.core.pb import k8s_intstr_pb2 as _k8s_intstr_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

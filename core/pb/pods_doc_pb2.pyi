@@ -1,5 +1,5 @@
-from core.pb import k8s_core_v1_pb2 as _k8s_core_v1_pb2
-from core.pb import pods_v1alpha1_pb2 as _pods_v1alpha1_pb2
+from pods_api.core.pb import k8s_core_v1_pb2 as _k8s_core_v1_pb2
+from pods_api.core.pb import pods_v1alpha1_pb2 as _pods_v1alpha1_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from core.cache import SourceSink
+from pods_api.core.cache import SourceSink
 
 # Told (source name, reason) for every input a source rejects; the server counts them.
 ErrorCounter = Callable[[str, str], None]

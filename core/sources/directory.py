@@ -21,10 +21,16 @@ from typing import ClassVar
 
 from watchfiles import awatch
 
-from core.cache import SourceSink
-from core.pod import PodVersion
-from core.sources import ErrorCounter
-from core.sources.loader import ManifestError, Reporter, describe_os_error, read_manifest, unique_pods
+from pods_api.core.cache import SourceSink
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources.loader import (
+    ManifestError,
+    Reporter,
+    describe_os_error,
+    read_manifest,
+    unique_pods,
+)
 
 log = logging.getLogger(__name__)
 

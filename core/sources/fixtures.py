@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.pod import PodVersion
-from core.sources import ErrorCounter
-from core.sources.directory import DirectorySource
-from core.sources.loader import FIXTURE_FORMAT, ManifestError, decode_pod, locate, pod_objects
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources.directory import DirectorySource
+from pods_api.core.sources.loader import FIXTURE_FORMAT, ManifestError, decode_pod, locate, pod_objects
 
 # Relist this often even without a change notice: the safety net for filesystems that send none
 # (network filesystems, some bind mounts). Notices make edits show within a second.

@@ -23,9 +23,9 @@ from typing import Any
 import orjson
 import yaml
 
-from core.codec import CodecError
-from core.pod import PodVersion
-from core.sources import ErrorCounter
+from pods_api.core.codec import CodecError
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import ErrorCounter
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from typing import Any
 
 import orjson
 
-from core.pod import PodVersion
-from core.sources import ErrorCounter
-from core.sources.directory import DirectorySource
-from core.sources.loader import KUBELET_FORMAT, ManifestError, decode_pod, locate, pod_objects
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources.directory import DirectorySource
+from pods_api.core.sources.loader import KUBELET_FORMAT, ManifestError, decode_pod, locate, pod_objects
 
 CONFIG_HASH = "kubernetes.io/config.hash"
 CONFIG_SOURCE = "kubernetes.io/config.source"

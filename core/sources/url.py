@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import httpx
 
-from core.cache import SourceSink
-from core.pod import PodVersion
-from core.sources import ErrorCounter
-from core.sources.loader import (
+from pods_api.core.cache import SourceSink
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources.loader import (
     KUBELET_FORMAT,
     MAX_MANIFEST_BYTES,
     ManifestError,
@@ -27,7 +27,7 @@ from core.sources.loader import (
     pod_objects,
     unique_pods,
 )
-from core.sources.manifests import StaticPodRules
+from pods_api.core.sources.manifests import StaticPodRules
 
 log = logging.getLogger(__name__)
 

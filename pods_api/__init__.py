@@ -1,0 +1,13 @@
+"""pods-api: the kubelet's node-local Pods API, served and bridged.
+
+The public entry points: `pod_from_bytes` / `pod_to_bytes` turn the kubelet's protobuf `v1.Pod`
+into Kubernetes JSON and back; `pods_api.client` talks to any Pods API socket; `pods-api` is
+the command.
+"""
+
+from pods_api.core.codec import CodecError, pod_from_bytes, pod_to_bytes
+
+# The one place the version is written: pyproject.toml reads it from here.
+__version__ = "0.2.0"
+
+__all__ = ["CodecError", "__version__", "pod_from_bytes", "pod_to_bytes"]

@@ -1,0 +1,3 @@
+from pods_api.core.cli import main
+
+main()
