@@ -109,12 +109,20 @@ async def serve(config: Config) -> None:
             loop.add_signal_handler(sig, stop.set)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_run_source(s, sink), name=s.name) for s, sink in sinks]
-            log.info("serving the Pods API on %s", config.socket)
+            log.info(
+                "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
+                config.socket,
+                config.http_socket_path,
+                f", also http://{config.http_listen}" if config.http_listen else "",
+            )
             await stop.wait()
             log.info("shutting down")
             await _shutdown(core, grpc_server, http, tasks)
         if metrics_http is not None:
             metrics_http.shutdown()
+    except BaseException:
+        await grpc_server.stop(None)  # not left to the garbage collector after the loop closes
+        raise
     finally:
         for path in cleanup:
             sockets.remove(path)
@@ -141,7 +149,12 @@ async def _start_grpc(core: Core) -> grpc.aio.Server:
         if not server.add_insecure_port(f"unix:{config.socket}"):
             raise StartupError(f"cannot listen on {config.socket}")
         await server.start()
-    sockets.secure(config.socket, config.socket_mode, config.socket_group)
+    try:
+        sockets.secure(config.socket, config.socket_mode, config.socket_group)
+    except BaseException:
+        await server.stop(None)
+        sockets.remove(config.socket)
+        raise
     return server
 
 

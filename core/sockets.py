@@ -64,7 +64,18 @@ def private_umask() -> Iterator[None]:
 
 def secure(path: Path, mode: int, group: str | None) -> None:
     if group is not None:
-        os.chown(path, -1, resolve_group(group))
+        gid = resolve_group(group)
+        try:
+            os.chown(path, -1, gid)
+        except PermissionError as exc:
+            # The kernel allows it to a member of the group, or with CAP_CHOWN: say so, since
+            # a container that drops every capability hits exactly this.
+            raise PermissionError(
+                exc.errno,
+                f"cannot give {path} to group {group} (gid {gid}): {exc.strerror}; the process "
+                "must be a member of that group (a pod's securityContext.supplementalGroups) "
+                "or hold CAP_CHOWN",
+            ) from None
     os.chmod(path, mode)
 
 

@@ -19,8 +19,10 @@ import grpc
 import httpx
 import pytest
 import yaml
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
@@ -343,6 +345,27 @@ def test_reflection_lists_and_describes_both_contracts(server: Served) -> None:
     assert fields == ["pods"]
 
 
+def test_reflection_answers_under_v1_too(server: Served) -> None:
+    """grpcurl from 1.8.7 and current grpc-go/java clients ask grpc.reflection.v1 first; the
+    messages are v1alpha's under another package, so v1alpha's classes speak it byte for byte."""
+    with grpc.insecure_channel(server.target) as ch:
+        info = ch.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol="grpc.reflection.v1.ServerReflection"),
+        ]
+        listed, described = list(info(iter(requests), timeout=TIMEOUT))
+    names = {s.name for s in listed.list_services_response.service}
+    expected = {"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", "Pods"}
+    assert expected <= names
+    file = FileDescriptorProto.FromString(described.file_descriptor_response.file_descriptor_proto[0])
+    assert (file.package, file.service[0].name) == ("grpc.reflection.v1", "ServerReflection")
+
+
 def test_metrics_use_the_kubelet_names(server: Served, tmp_path: Path) -> None:
     with grpc.insecure_channel(server.target) as ch:
         stub = pods_v1alpha1_pb2_grpc.PodsStub(ch)
@@ -524,5 +547,5 @@ def test_json_logs_are_one_object_per_line(tmp_path: Path, fixtures: Path) -> No
         served.stop()
     entry = json.loads(line)
     assert entry["level"] == "info" and entry["logger"] == "pods_api.core.server"
-    assert entry["msg"] == f"serving the Pods API on {served.socket}"
+    assert entry["msg"] == f"serving the Pods API on {served.socket} (gRPC) and {served.http_socket} (HTTP)"
     assert all(json.loads(text)["msg"] for text in served.lines)

@@ -7,9 +7,9 @@ import asyncio
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
 
 from pods_api.core.cache import PodCache
+from pods_api.core.grpc import reflection
 from pods_api.core.grpc.interceptors import MetricsInterceptor, RateLimitInterceptor, ReadinessInterceptor
 from pods_api.core.grpc.service import Contract, PodsService
 from pods_api.core.metrics import Metrics
@@ -54,11 +54,8 @@ def create_server(cache: PodCache, metrics: Metrics, limiter: TokenBucket | None
     service = PodsService(cache, metrics)
     server.add_generic_rpc_handlers([_handlers(c, service) for c in Contract])
     _add_health(server, cache)
-    names = [c.value for c in Contract] + [
-        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-        reflection.SERVICE_NAME,
-    ]
-    reflection.enable_server_reflection(names, server)
+    names = [c.value for c in Contract] + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+    reflection.enable(names, server)
     return server
 
 
