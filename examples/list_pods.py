@@ -5,7 +5,7 @@
 Works unchanged against the kubelet's own socket (/var/lib/kubelet/pods-api/pods-api.sock).
 """
 
-import sys
+import argparse
 
 import grpc
 
@@ -13,8 +13,12 @@ from pods_api.core.codec import pod_from_bytes
 from pods_api.core.pb import pods_v1alpha1_pb2 as pods_api
 from pods_api.core.pb import pods_v1alpha1_pb2_grpc as pods_grpc
 
-socket_path = sys.argv[1]
-metadata = [("x-kubernetes-fieldmask", sys.argv[2])] if len(sys.argv) > 2 else []
+parser = argparse.ArgumentParser(description="List, then watch, the pods of a Pods API socket.")
+parser.add_argument("socket", help="the socket, e.g. run/pods-api.sock")
+parser.add_argument("fields", nargs="?", help="a field mask, e.g. status.phase,status.podIPs")
+args = parser.parse_args()  # a usage message and exit code 2 when they are wrong
+socket_path = args.socket
+metadata = [("x-kubernetes-fieldmask", args.fields)] if args.fields else []
 
 with grpc.insecure_channel(f"unix:{socket_path}") as channel:
     stub = pods_grpc.PodsStub(channel)

@@ -356,7 +356,9 @@ def test_reflection_answers_under_v1_too(server: Served) -> None:
         )
         requests = [
             reflection_pb2.ServerReflectionRequest(list_services=""),
-            reflection_pb2.ServerReflectionRequest(file_containing_symbol="grpc.reflection.v1.ServerReflection"),
+            reflection_pb2.ServerReflectionRequest(
+                file_containing_symbol="grpc.reflection.v1.ServerReflection"
+            ),
         ]
         listed, described = list(info(iter(requests), timeout=TIMEOUT))
     names = {s.name for s in listed.list_services_response.service}

