@@ -14,7 +14,9 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import pods as any_pods
 
+from pods_api.core.codec import pod_from_message
 from pods_api.core.printer import (
     POD_COLUMNS,
     human_duration,
@@ -635,10 +637,26 @@ def test_human_duration(seconds: float, text: str) -> None:
     assert human_duration(seconds) == text
 
 
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 365 * 86400}
+
+
 @given(st.floats(min_value=0, max_value=50 * 365 * 86400, allow_nan=False))
-def test_human_duration_is_short_and_monotonic_in_its_leading_number(seconds: float) -> None:
-    text = human_duration(seconds)
-    assert 2 <= len(text) <= 7 and text[0].isdigit() and text[-1] in "smhdy"
+def test_human_duration_truncates_never_rounds_up(seconds: float) -> None:
+    """Read back, the text is the duration cut down to its last unit: never more than the input,
+    and less by under one of that unit."""
+    parts = re.findall(r"(\d+)([smhdy])", human_duration(seconds))
+    assert 1 <= len(parts) <= 2
+    value = sum(int(n) * UNITS[u] for n, u in parts)
+    assert value <= int(seconds) < value + UNITS[parts[-1][1]]
+
+
+@given(any_pods())
+def test_any_pod_prints(message: Any) -> None:
+    """Whatever a decodable pod holds, it prints: one string per column, a READY of n/m."""
+    row = pod_row(pod_from_message(message), NOW)
+    cells = row.cells(wide=True)
+    assert len(cells) == len(POD_COLUMNS) and all(isinstance(c, str) for c in cells)
+    assert re.fullmatch(r"\d+/\d+", row.ready) and row.status is not None
 
 
 def test_ages_and_restarts_are_relative_to_now() -> None:
