@@ -410,15 +410,15 @@ def pod_table(
         entry: dict[str, Any] = {"cells": row.cells(wide=True)}
         if row.conditions:
             entry["conditions"] = [dict(c) for c in row.conditions]
-        obj = _row_object(pod, include_object)
-        if obj is not None:
-            entry["object"] = obj
+        # Go's RawExtension is never omitted: with includeObject=None it is null.
+        entry["object"] = _row_object(pod, include_object)
         rows.append(entry)
     metadata: dict[str, Any] = {}
     if resource_version is not None:
         metadata["resourceVersion"] = resource_version
     table: dict[str, Any] = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
-    # The server leaves column definitions out when asked for no headers (kubectl's watch does).
-    table["columnDefinitions"] = [] if no_headers else [c.to_json() for c in POD_COLUMNS]
+    # No headers (TableOptions.noHeaders, as kubectl's watch asks after the first event): the
+    # server's nil slice, which Go encodes as null.
+    table["columnDefinitions"] = None if no_headers else [c.to_json() for c in POD_COLUMNS]
     table["rows"] = rows
     return table

@@ -735,7 +735,9 @@ def test_table_json_is_the_api_servers() -> None:
     assert all(len(r["cells"]) == 9 for r in table["rows"])
     first = table["rows"][0]["object"]
     assert first["kind"] == "PartialObjectMetadata" and first["metadata"] == pods[0]["metadata"]
-    assert "object" not in pod_table(pods, NOW, include_object="None")["rows"][0]
+    assert pod_table(pods, NOW, include_object="None")["rows"][0]["object"] is None
+    assert pod_table(pods, NOW, no_headers=True)["columnDefinitions"] is None
+    assert pod_table([], NOW)["rows"] == []
     assert pod_table(pods, NOW, include_object="Object")["rows"][0]["object"]["kind"] == "Pod"
 
 
