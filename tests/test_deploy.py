@@ -156,6 +156,18 @@ def healthcheck() -> list[str]:
     return command
 
 
+def test_probes_and_healthcheck_look_where_the_server_listens() -> None:
+    """The HTTP socket sits next to the gRPC one: the DaemonSet's --socket and the image's default
+    must both put it at the path the probes and HEALTHCHECK use, inside the mounted directory."""
+    from pods_api.core.config import Config
+
+    args = dict(a.removeprefix("--").split("=", 1) for a in container()["args"] if "=" in a)
+    assert str(Config("node-1", socket=Path(args["socket"])).http_socket_path) == HOST_HTTP_SOCKET
+    assert str(Config("node-1").http_socket_path) == HOST_HTTP_SOCKET  # the image's CMD sets no socket
+    mounts = {m["mountPath"] for m in container()["volumeMounts"]}
+    assert str(Path(HOST_HTTP_SOCKET).parent) in mounts
+
+
 def run_probe(command: list[str], socket: Path) -> int:
     """The probe's exit code, with the host socket path replaced by the test server's and
     `python` by this interpreter (the image's is on PATH as `python`)."""
