@@ -1,21 +1,40 @@
-"""The pod cache: pods by UID, each owned by the source that produced it.
+"""The pod cache: the pods served, by UID, merged from what every source contributes.
 
-Sources hand over snapshots (`replace`) or deltas (`upsert`, `delete`); the cache computes
-ADDED/MODIFIED/DELETED by comparing encoded versions, stamps each change with a revision,
-keeps recent events in a ring for resumable watches, and publishes them to the watch hub.
+Sources hand over snapshots (`replace`) or deltas (`upsert`, `delete`) of their own pods;
+overlays (`cache.overlay(name)`) hand over statuses for pods others own. The cache keeps each
+contribution, and the identity policy (core/identity.py) decides under which UID a pod is
+served and merges the contributions for that UID: first claim wins, a mirror pod is its static
+pod, an overlay's status fields win as its precedence table says. A UID is merged again only
+when one of its contributions changed. The cache computes ADDED/MODIFIED/DELETED by comparing
+encoded versions, keeps its named indexes (core/index.py) current at that same point, stamps
+each change with a revision, keeps recent events in a ring for resumable watches, and
+publishes them to the watch hub.
 Readiness: the cache is ready once every registered gate (each source, plus any hold such as
 --ready-delay) has opened. Everything runs on one event loop; no method awaits.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pods_api.core.codec import CodecError
+from pods_api.core.identity import Contribution, IdentityPolicy, Overlay, Served
+from pods_api.core.index import (
+    BY_CONTAINER_ID,
+    BY_NAME,
+    BY_POD_IP,
+    ContainerRef,
+    Hit,
+    Index,
+    default_indexes,
+)
 from pods_api.core.lru import LRU
 from pods_api.core.pod import PodVersion
 from pods_api.core.watch import EventType, PodEvent, Watcher, WatchHub
@@ -49,12 +68,6 @@ class Snapshot:
         return value
 
 
-@dataclass(slots=True)
-class _Entry:
-    pod: PodVersion
-    source: str
-
-
 class Gate:
     """One condition of readiness: a source's first sync, or a deliberate hold."""
 
@@ -70,47 +83,134 @@ class Gate:
 
 
 class SourceSink(Gate):
-    """What a source writes to. Its pods are its own: a UID another source holds is refused."""
+    """What a source writes to: its pods, by their own UIDs. Which of them are served, and
+    under which UID, is the cache's identity policy's decision (core/identity.py)."""
 
     def __init__(self, cache: PodCache, name: str) -> None:
         super().__init__(cache, name)
-        self.uids: set[str] = set()
-        self.refused: dict[str, PodVersion] = {}  # pods whose UID another source holds
+        self.served_as: dict[str, str] = {}  # this source's pod UID -> the UID it is served under
+
+    @property
+    def uids(self) -> set[str]:
+        """The UIDs of this source's pods (as the source has them)."""
+        return set(self.served_as)
 
     def replace(self, pods: Iterable[PodVersion]) -> None:
         """This source's complete set of pods now: relist, poll and resync all come here."""
         self._cache._replace(self, list(pods))
 
     def upsert(self, pod: PodVersion) -> None:
-        self._cache._upsert(self, pod)
+        self._cache._publish(self._cache._contribute(self, pod))
 
     def delete(self, uid: str) -> None:
-        self._cache._delete(self, uid)
+        if uid in self.served_as:
+            self._cache._publish(self._cache._withdraw(self, uid))
 
     def mark_synced(self) -> None:
         """The source has delivered its first complete state."""
         self.set_open()
 
 
+class OverlaySink(Gate):
+    """What a status overlay (the CRI source) writes to: a PodStatus per UID, for pods other
+    sources own. It never makes a pod exist; the identity policy's precedence table says which
+    of its fields win. Statuses are Kubernetes JSON (as in a Pod's `status`); a malformed one
+    raises CodecError naming the path, and changes nothing."""
+
+    def __init__(self, cache: PodCache, name: str) -> None:
+        super().__init__(cache, name)
+        self.statuses: dict[str, Overlay] = {}
+        self._given: dict[str, Mapping[str, Any]] = {}  # as handed over, to skip re-decoding
+
+    def set_status(self, uid: str, status: Mapping[str, Any]) -> None:
+        canonical = self._canonical(uid, status)
+        if canonical is not None:
+            self._given[uid] = copy.deepcopy(dict(status))
+            self._cache._publish(self._cache._overlay(self, uid, canonical))
+
+    def clear(self, uid: str) -> None:
+        """This overlay has nothing more to say about `uid`."""
+        self._given.pop(uid, None)
+        if self.statuses.pop(uid, None) is not None:
+            self._cache._publish(self._cache._settle(uid))
+
+    def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None:
+        """The overlay's complete set of statuses now; all are checked before any is used."""
+        checked = {uid: self._canonical(uid, status) for uid, status in statuses.items()}
+        events: list[PodEvent] = []
+        for uid in sorted(self.statuses.keys() - statuses.keys()):
+            del self.statuses[uid]
+            self._given.pop(uid, None)
+            events += self._cache._settle(uid)
+        for uid, canonical in checked.items():
+            if canonical is not None:
+                self._given[uid] = copy.deepcopy(dict(statuses[uid]))
+                events += self._cache._overlay(self, uid, canonical)
+        self._cache._publish(events)
+
+    def pod(self, uid: str) -> PodVersion | None:
+        """The pod served under `uid` (its spec and metadata are the owner's), if any."""
+        return self._cache.get(uid)
+
+    def mark_synced(self) -> None:
+        self.set_open()
+
+    def _canonical(self, uid: str, status: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The status in canonical JSON, or None when it is what was last handed over."""
+        if self._given.get(uid) == status:
+            return None
+        try:
+            decoded = PodVersion.from_json({"status": status})
+        except CodecError as e:
+            raise CodecError(f"{self.name}: pod {uid}: {e.path}", e.problem) from None
+        canonical: dict[str, Any] = decoded.json.get("status") or {}
+        return canonical
+
+
 class PodCache:
-    def __init__(self, hub: WatchHub, *, ring_size: int = RING_SIZE) -> None:
+    """Pods by UID, merged from every source's contribution by an identity policy, with named
+    indexes kept current at the one place a served pod changes (`_settle`)."""
+
+    def __init__(
+        self,
+        hub: WatchHub,
+        *,
+        ring_size: int = RING_SIZE,
+        policy: IdentityPolicy | None = None,
+        indexes: Iterable[Index] | None = None,
+    ) -> None:
         self.hub = hub
+        self.policy = policy or IdentityPolicy()
         # Revisions start at the wall clock in milliseconds, so a revision a client kept from an
         # earlier run of the process is older than every revision of this one.
         self._first_revision = self.revision = time.time_ns() // 1_000_000
-        self._entries: dict[str, _Entry] = {}
+        self._served: dict[str, Served] = {}
+        # served UID -> (source, the source's own pod UID) -> that source's pod
+        self._claims: dict[str, dict[tuple[str, str], Contribution]] = {}
+        self._claim_order = itertools.count()
+        self._said_refused: set[tuple[str, str, str]] = set()
+        self._indexes: dict[str, Index] = {}
         self._ring: deque[PodEvent] = deque(maxlen=ring_size)
         self._gates: list[Gate] = []
         self._sinks: dict[str, SourceSink] = {}
+        self._overlays: dict[str, OverlaySink] = {}
         self._snapshot: Snapshot | None = None
         self._readiness_listeners: list[Callable[[bool], None]] = []
+        for index in default_indexes() if indexes is None else indexes:
+            self.add_index(index)
 
     # -- readiness ---------------------------------------------------------------------------
 
     def source(self, name: str) -> SourceSink:
-        if any(g.name == name for g in self._gates):
-            raise ValueError(f"a pod source named {name!r} is already registered")
+        self._check_new_name(name)
         sink = self._sinks[name] = SourceSink(self, name)
+        self._gates.append(sink)
+        return sink
+
+    def overlay(self, name: str) -> OverlaySink:
+        """Register a status overlay (e.g. the CRI source); a gate of readiness like a source."""
+        self._check_new_name(name)
+        sink = self._overlays[name] = OverlaySink(self, name)
         self._gates.append(sink)
         return sink
 
@@ -118,6 +218,10 @@ class PodCache:
         gate = Gate(self, name)
         self._gates.append(gate)
         return gate
+
+    def _check_new_name(self, name: str) -> None:
+        if any(g.name == name for g in self._gates):
+            raise ValueError(f"a pod source named {name!r} is already registered")
 
     @property
     def ready(self) -> bool:
@@ -139,16 +243,48 @@ class PodCache:
 
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
-            pods = tuple(self._entries[uid].pod for uid in sorted(self._entries))
+            pods = tuple(self._served[uid].pod for uid in sorted(self._served))
             self._snapshot = Snapshot(self.revision, pods)
         return self._snapshot
 
     def get(self, uid: str) -> PodVersion | None:
-        entry = self._entries.get(uid)
-        return entry.pod if entry else None
+        served = self._served.get(uid)
+        return served.pod if served else None
+
+    def owner(self, uid: str) -> str | None:
+        """The source whose pod is served under `uid` (None: not served, or a mirror alone)."""
+        served = self._served.get(uid)
+        return served.owner if served else None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._served)
+
+    def add_index(self, index: Index) -> None:
+        """Register a named index; it is filled from the pods served now and kept current."""
+        if index.name in self._indexes:
+            raise ValueError(f"an index named {index.name!r} is already registered")
+        self._indexes[index.name] = index
+        for uid, served in self._served.items():
+            index.update(uid, None, served.pod)
+
+    def by_index(self, name: str, value: Any) -> list[Hit]:
+        """The served pods an index holds under `value`, in UID order (empty when none);
+        raises KeyError for an unknown index and InvalidLookup for a value it cannot answer
+        (a malformed IP, a too short or ambiguous container ID prefix)."""
+        index = self._indexes[name]
+        return [
+            Hit(self._served[uid].pod, detail if isinstance(detail, ContainerRef) else None)
+            for uid, detail in index.lookup(value)
+        ]
+
+    def by_name(self, namespace: str, name: str) -> list[Hit]:
+        return self.by_index(BY_NAME, (namespace, name))
+
+    def by_container_id(self, container_id: str) -> list[Hit]:
+        return self.by_index(BY_CONTAINER_ID, container_id)
+
+    def by_pod_ip(self, ip: str) -> list[Hit]:
+        return self.by_index(BY_POD_IP, ip)
 
     def watch(self) -> tuple[Snapshot, Watcher]:
         """A snapshot and a watcher that gets every event after it: no gap, no duplicate,
@@ -173,87 +309,108 @@ class PodCache:
             return None
         return [e for e in self._ring if e.revision > revision]
 
-    # -- writing -----------------------------------------------------------------------------
+    # -- writing: contributions in, the policy merges, _settle serves ------------------------
 
     def _replace(self, sink: SourceSink, pods: list[PodVersion]) -> None:
-        wanted: dict[str, PodVersion] = {}
-        refused: dict[str, PodVersion] = {}
-        for pod in pods:
-            (refused if self._held_elsewhere(sink, pod.uid) else wanted)[pod.uid] = pod
-        self._refuse(sink, refused)
-        # Deletions first: a static pod edited changes UID, and watchers should see the old pod
-        # go before the new one comes, as the kubelet kills before it starts.
-        events: list[PodEvent | None] = []
-        for uid in sorted(sink.uids - wanted.keys()):
-            events += self._remove(uid)
-        events += [self._store(sink, pod) for pod in wanted.values()]
+        wanted = {pod.uid: pod for pod in pods}
+        # Withdrawals first: a static pod edited changes UID, and watchers should see the old
+        # pod go before the new one comes, as the kubelet kills before it starts.
+        events: list[PodEvent] = []
+        for uid in sorted(sink.served_as.keys() - wanted.keys()):
+            events += self._withdraw(sink, uid)
+        for pod in wanted.values():
+            events += self._contribute(sink, pod)
         self._publish(events)
 
-    def _upsert(self, sink: SourceSink, pod: PodVersion) -> None:
-        if self._held_elsewhere(sink, pod.uid):
-            self._refuse(sink, {**sink.refused, pod.uid: pod})
-        else:
-            self._publish([self._store(sink, pod)])
+    def _contribute(self, sink: SourceSink, pod: PodVersion) -> list[PodEvent]:
+        identity = self.policy.identity(pod)
+        events: list[PodEvent] = []
+        if sink.served_as.get(pod.uid, identity) != identity:  # its mirror annotation changed
+            events += self._withdraw(sink, pod.uid)
+        claims = self._claims.setdefault(identity, {})
+        key = (sink.name, pod.uid)
+        old = claims.get(key)
+        if old is not None and old.pod.pb == pod.pb:
+            return events
+        order = old.order if old is not None else next(self._claim_order)
+        claims[key] = Contribution(sink.name, pod, order)
+        sink.served_as[pod.uid] = identity
+        return events + self._settle(identity)
 
-    def _delete(self, sink: SourceSink, uid: str) -> None:
-        sink.refused.pop(uid, None)
-        if uid in sink.uids:
-            self._publish(list(self._remove(uid)))
+    def _withdraw(self, sink: SourceSink, uid: str) -> list[PodEvent]:
+        identity = sink.served_as.pop(uid)
+        self._claims[identity].pop((sink.name, uid), None)
+        return self._settle(identity)
 
-    def _held_elsewhere(self, sink: SourceSink, uid: str) -> bool:
-        entry = self._entries.get(uid)
-        return entry is not None and entry.source != sink.name
+    def _overlay(self, sink: OverlaySink, uid: str, status: dict[str, Any]) -> list[PodEvent]:
+        old = sink.statuses.get(uid)
+        if old is not None and old.status == status:
+            return []
+        sink.statuses[uid] = Overlay(sink.name, status)
+        return self._settle(uid)
 
-    def _refuse(self, sink: SourceSink, refused: dict[str, PodVersion]) -> None:
-        """Keep what a source was refused, to serve it if the holder lets go; say so once."""
-        for uid in refused.keys() - sink.refused.keys():
-            pod = refused[uid]
-            log.warning(
-                "pod %s/%s (uid %s) from source %s refused: source %s already serves that uid",
-                pod.namespace,
-                pod.name,
-                uid,
-                sink.name,
-                self._entries[uid].source,
+    def _settle(self, uid: str) -> list[PodEvent]:
+        """Merge what every source says about `uid` and serve the result: the one place a
+        served pod changes, so events and indexes follow from here."""
+        claims = self._claims.get(uid)
+        if claims is not None and not claims:
+            del self._claims[uid]
+            claims = None
+        overlays = [sink.statuses[uid] for sink in self._overlays.values() if uid in sink.statuses]
+        served = self.policy.merge(uid, list(claims.values()), overlays) if claims else None
+        self._say_refused(uid, served)
+        old = self._served.get(uid)
+        if served is None:
+            if old is None:
+                return []
+            del self._served[uid]
+            self._reindex(uid, old.pod, None)
+            return [self._event(EventType.DELETED, old.pod, None)]
+        if old is not None and old.pod.pb == served.pod.pb:
+            # Same bytes: keep the old object, and the encodings memoised on it.
+            self._served[uid] = Served(old.pod, served.owner, served.refused)
+            return []
+        self._served[uid] = served
+        self._reindex(uid, old.pod if old else None, served.pod)
+        if old is None:
+            return [self._event(EventType.ADDED, served.pod, None)]
+        if old.owner is not None and served.owner is not None and old.owner != served.owner:
+            pod = served.pod
+            log.info(
+                "pod %s/%s (uid %s) now served from source %s", pod.namespace, pod.name, uid, served.owner
             )
-        sink.refused = refused
+            return [
+                self._event(EventType.DELETED, old.pod, None),
+                self._event(EventType.ADDED, served.pod, None),
+            ]
+        return [self._event(EventType.MODIFIED, served.pod, old.pod)]
 
-    def _store(self, sink: SourceSink, pod: PodVersion) -> PodEvent | None:
-        entry = self._entries.get(pod.uid)
-        if entry is not None and entry.pod.pb == pod.pb:
-            return None
-        self._entries[pod.uid] = _Entry(pod, sink.name)
-        sink.uids.add(pod.uid)
-        if entry is None:
-            return self._event(EventType.ADDED, pod, None)
-        return self._event(EventType.MODIFIED, pod, entry.pod)
-
-    def _remove(self, uid: str) -> list[PodEvent | None]:
-        """Remove a pod; if another source was refused the same UID, it takes the UID now."""
-        entry = self._entries.pop(uid)
-        self._sinks[entry.source].uids.discard(uid)
-        events: list[PodEvent | None] = [self._event(EventType.DELETED, entry.pod, None)]
-        for sink in self._sinks.values():
-            waiting = sink.refused.pop(uid, None)
-            if waiting is not None:
-                log.info(
-                    "pod %s/%s (uid %s) now served from source %s",
-                    waiting.namespace,
-                    waiting.name,
+    def _say_refused(self, uid: str, served: Served | None) -> None:
+        """Say once per lasting conflict that a source's pod was refused its UID."""
+        now = {(uid, c.source, c.pod.uid) for c in served.refused} if served else set()
+        for contribution in served.refused if served else ():
+            said = (uid, contribution.source, contribution.pod.uid)
+            if said not in self._said_refused:
+                log.warning(
+                    "pod %s/%s (uid %s) from source %s refused: source %s already serves that uid",
+                    contribution.pod.namespace,
+                    contribution.pod.name,
                     uid,
-                    sink.name,
+                    contribution.source,
+                    served.owner if served else None,
                 )
-                events.append(self._store(sink, waiting))
-                break
-        return events
+        self._said_refused = {s for s in self._said_refused if s[0] != uid} | now
+
+    def _reindex(self, uid: str, old: PodVersion | None, new: PodVersion | None) -> None:
+        for index in self._indexes.values():
+            index.update(uid, old, new)
 
     def _event(self, kind: EventType, pod: PodVersion, previous: PodVersion | None) -> PodEvent:
         self.revision += 1
         self._snapshot = None
         return PodEvent(kind, pod, self.revision, previous, time.monotonic())
 
-    def _publish(self, events: list[PodEvent | None]) -> None:
-        real = [e for e in events if e is not None]
-        if real:
-            self._ring.extend(real)
-            self.hub.publish(real)
+    def _publish(self, events: list[PodEvent]) -> None:
+        if events:
+            self._ring.extend(events)
+            self.hub.publish(events)

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pods_api.core.cache import PodCache, SourceSink
+from pods_api.core.cache import OverlaySink, PodCache, SourceSink
 
 _REQUEST_LABELS = ("server_api_version", "status_code")
 
@@ -86,6 +86,6 @@ class _CacheCollector(Collector):
             "pods_api_source_synced", "1 once a pod source has delivered its first state.", labels=["source"]
         )
         for gate in cache.gates:
-            if isinstance(gate, SourceSink):
+            if isinstance(gate, SourceSink | OverlaySink):
                 ready.add_metric([gate.name], gate.open)
         yield ready

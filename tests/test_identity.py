@@ -1,0 +1,290 @@
+"""The identity policy: first claim wins, mirror pods are their static pods, status overlays
+merge by the precedence table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pods_api.core.cache import PodCache
+from pods_api.core.codec import CodecError
+from pods_api.core.identity import MIRROR_ANNOTATION, Contribution, IdentityPolicy, Overlay, Served
+from pods_api.core.pod import PodVersion
+from pods_api.core.watch import EventType, WatchHub
+
+STATIC_UID = "3b2c6f0e9d8a47c1b5e4f6a7d8c9b0a1"
+MIRROR_UID = "7f1e0d2c-mirror"
+
+
+def static_pod(**extra_meta: Any) -> PodVersion:
+    """What the manifests source serves: the kubelet's static pod, status only Pending."""
+    return PodVersion.from_json(
+        {
+            "metadata": {
+                "name": "etcd-node-1",
+                "namespace": "kube-system",
+                "uid": STATIC_UID,
+                "annotations": {
+                    "kubernetes.io/config.hash": STATIC_UID,
+                    "kubernetes.io/config.source": "file",
+                },
+                **extra_meta,
+            },
+            "spec": {"nodeName": "node-1", "containers": [{"name": "etcd", "image": "etcd:3.5"}]},
+            "status": {"phase": "Pending"},
+        }
+    )
+
+
+def mirror_pod(phase: str = "Running", ip: str = "192.168.56.10") -> PodVersion:
+    """What the API server holds for it: another UID, the mirror annotation, the real status."""
+    return PodVersion.from_json(
+        {
+            "metadata": {
+                "name": "etcd-node-1",
+                "namespace": "kube-system",
+                "uid": MIRROR_UID,
+                "resourceVersion": "812",
+                "annotations": {MIRROR_ANNOTATION: STATIC_UID, "kubernetes.io/config.hash": STATIC_UID},
+            },
+            "spec": {"nodeName": "node-1", "containers": [{"name": "etcd", "image": "etcd:3.5"}]},
+            "status": {
+                "phase": phase,
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+
+
+def new_cache(policy: IdentityPolicy | None = None) -> PodCache:
+    return PodCache(WatchHub(capacity=100, max_watchers=10), policy=policy)
+
+
+def drain(watcher: Any) -> list[tuple[EventType, str]]:
+    out = []
+    while watcher._queue:
+        event = watcher._queue.popleft()
+        out.append((event.type, event.pod.uid))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# mirror pods
+
+
+def test_a_static_pod_and_its_mirror_are_served_as_one_pod() -> None:
+    cache = new_cache()
+    manifests, apiserver = cache.source("manifests"), cache.source("apiserver")
+    _, watcher = cache.watch()
+    manifests.replace([static_pod()])
+    apiserver.replace([mirror_pod()])
+    [served] = cache.snapshot().pods
+    assert served.uid == STATIC_UID
+    assert MIRROR_ANNOTATION not in served.json["metadata"]["annotations"]  # metadata: the manifest's
+    assert "resourceVersion" not in served.json["metadata"]
+    assert served.json["status"]["phase"] == "Running"  # status: the mirror's
+    assert served.json["status"]["podIPs"] == [{"ip": "192.168.56.10"}]
+    assert cache.owner(STATIC_UID) == "manifests"
+    assert cache.get(MIRROR_UID) is None
+    apiserver.upsert(mirror_pod(phase="Failed"))
+    assert drain(watcher) == [
+        (EventType.ADDED, STATIC_UID),
+        (EventType.MODIFIED, STATIC_UID),
+        (EventType.MODIFIED, STATIC_UID),
+    ]
+    assert cache.by_name("kube-system", "etcd-node-1")[0].pod.json["status"]["phase"] == "Failed"
+
+
+def test_a_mirror_alone_is_served_under_the_static_pods_identity() -> None:
+    cache = new_cache()
+    manifests, apiserver = cache.source("manifests"), cache.source("apiserver")
+    _, watcher = cache.watch()
+    apiserver.replace([mirror_pod()])
+    [served] = cache.snapshot().pods
+    assert served.uid == STATIC_UID and served.json["metadata"]["resourceVersion"] == "812"
+    assert cache.owner(STATIC_UID) is None
+    manifests.replace([static_pod()])  # the static pod turns up: the same pod, now merged
+    assert cache.get(STATIC_UID) is not None and cache.owner(STATIC_UID) == "manifests"
+    manifests.replace([])  # and goes: the mirror alone again
+    assert cache.get(STATIC_UID) is not None and cache.owner(STATIC_UID) is None
+    apiserver.delete(MIRROR_UID)
+    assert len(cache) == 0
+    assert drain(watcher) == [
+        (EventType.ADDED, STATIC_UID),
+        (EventType.MODIFIED, STATIC_UID),
+        (EventType.MODIFIED, STATIC_UID),
+        (EventType.DELETED, STATIC_UID),
+    ]
+
+
+def test_without_mirror_recognition_both_are_served_first_claim_wins() -> None:
+    cache = new_cache(IdentityPolicy(name="first-claim", mirror_pods=False))
+    cache.source("manifests").replace([static_pod()])
+    cache.source("apiserver").replace([mirror_pod()])
+    assert sorted(p.uid for p in cache.snapshot().pods) == sorted([STATIC_UID, MIRROR_UID])
+
+
+# ---------------------------------------------------------------------------------------------
+# status overlays
+
+
+def owned_pod(uid: str = "web-uid", **status: Any) -> PodVersion:
+    return PodVersion.from_json(
+        {
+            "metadata": {"name": "web", "namespace": "shop", "uid": uid},
+            "spec": {"restartPolicy": "Always", "containers": [{"name": "app", "image": "nginx"}]},
+            "status": status,
+        }
+    )
+
+
+def runtime_status(container_id: str = "containerd://aaa", phase: str = "Running") -> dict[str, Any]:
+    """What a CRI overlay computes: containers, IPs, phase, conditions except readiness."""
+    return {
+        "phase": phase,
+        "podIP": "10.0.0.7",
+        "podIPs": [{"ip": "10.0.0.7"}],
+        "containerStatuses": [
+            {
+                "name": "app",
+                "containerID": container_id,
+                "image": "nginx",
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 1,
+                "state": {"running": {"startedAt": "2026-11-30T01:00:00Z"}},
+            }
+        ],
+        "conditions": [
+            {"type": "Initialized", "status": "True"},
+            {"type": "Ready", "status": "False"},
+            {"type": "PodReadyToStartContainers", "status": "True"},
+        ],
+    }
+
+
+def reported_status() -> dict[str, Any]:
+    """What the owning source (e.g. the API server) reports: older, but with probe results."""
+    return {
+        "phase": "Pending",
+        "qosClass": "BestEffort",
+        "podIP": "10.0.0.99",
+        "containerStatuses": [
+            {
+                "name": "app",
+                "containerID": "containerd://aaa",
+                "image": "nginx",
+                "imageID": "",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+            },
+        ],
+        "conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "False"}],
+    }
+
+
+def test_an_overlay_status_merges_by_the_precedence_table() -> None:
+    cache = new_cache()
+    source, cri = cache.source("apiserver"), cache.overlay("cri")
+    source.replace([owned_pod(**reported_status())])
+    _, watcher = cache.watch()
+    cri.set_status("web-uid", runtime_status())
+    status = cache.get("web-uid").json["status"]
+    assert status["phase"] == "Running" and status["podIP"] == "10.0.0.7"  # the runtime's
+    assert status["qosClass"] == "BestEffort"  # the owner's: the overlay has none
+    [app] = status["containerStatuses"]
+    assert app["restartCount"] == 1 and "running" in app["state"]  # the runtime's...
+    assert app["ready"] is True and app["started"] is True  # ...but readiness is the kubelet's
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions == {"Initialized": "True", "Ready": "True", "PodReadyToStartContainers": "True"}
+    assert cache.get("web-uid").json["metadata"]["name"] == "web"
+    assert drain(watcher) == [(EventType.MODIFIED, "web-uid")]
+
+
+def test_a_restarted_container_does_not_inherit_readiness() -> None:
+    cache = new_cache()
+    cache.source("apiserver").replace([owned_pod(**reported_status())])
+    cache.overlay("cri").set_status("web-uid", runtime_status(container_id="containerd://bbb"))
+    [app] = cache.get("web-uid").json["status"]["containerStatuses"]
+    assert app["containerID"] == "containerd://bbb" and app["ready"] is False
+
+
+def test_a_terminal_phase_reported_by_the_owner_stays() -> None:
+    cache = new_cache()
+    cache.source("apiserver").replace([owned_pod(phase="Failed", reason="Evicted", message="low memory")])
+    cache.overlay("cri").set_status("web-uid", runtime_status(phase="Running"))
+    status = cache.get("web-uid").json["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "Evicted")
+
+
+def test_an_overlay_never_makes_a_pod_exist_and_applies_when_one_does() -> None:
+    cache = new_cache()
+    source, cri = cache.source("fixtures"), cache.overlay("cri")
+    _, watcher = cache.watch()
+    cri.set_status("later-uid", runtime_status())
+    assert len(cache) == 0 and drain(watcher) == []
+    source.upsert(owned_pod("later-uid", phase="Pending"))
+    assert cache.get("later-uid").json["status"]["phase"] == "Running"
+    assert drain(watcher) == [(EventType.ADDED, "later-uid")]
+    cri.clear("later-uid")
+    assert cache.get("later-uid").json["status"] == {"phase": "Pending"}
+    cri.replace({"later-uid": runtime_status()})
+    cri.replace({})
+    assert cache.get("later-uid").json["status"] == {"phase": "Pending"}
+    assert [t for t, _ in drain(watcher)] == [EventType.MODIFIED] * 3
+
+
+class CountingPolicy(IdentityPolicy):
+    def __init__(self) -> None:
+        super().__init__()
+        self.merges = 0
+
+    def merge(
+        self, uid: str, contributions: Sequence[Contribution], overlays: Sequence[Overlay]
+    ) -> Served | None:
+        self.merges += 1
+        return super().merge(uid, contributions, overlays)
+
+
+def test_a_pod_is_merged_again_only_when_a_contribution_changed() -> None:
+    policy = CountingPolicy()
+    cache = new_cache(policy)
+    source, cri = cache.source("apiserver"), cache.overlay("cri")
+    source.replace([owned_pod(phase="Pending"), owned_pod("other", phase="Pending")])
+    cri.set_status("web-uid", runtime_status())
+    before, served = policy.merges, cache.get("web-uid")
+    cri.set_status("web-uid", runtime_status())  # the same status again
+    cri.replace({"web-uid": runtime_status()})
+    source.replace([owned_pod(phase="Pending"), owned_pod("other", phase="Pending")])  # the same pods
+    assert policy.merges == before and cache.get("web-uid") is served
+    source.upsert(owned_pod("other", phase="Running"))
+    assert policy.merges == before + 1  # only the pod that changed
+
+
+def test_a_malformed_overlay_status_is_refused_whole_and_changes_nothing() -> None:
+    cache = new_cache()
+    cache.source("apiserver").replace([owned_pod(phase="Pending")])
+    cri = cache.overlay("cri")
+    with pytest.raises(CodecError, match=r"cri: pod x: status\.containerStatuses"):
+        cri.replace({"web-uid": runtime_status(), "x": {"containerStatuses": "not a list"}})
+    assert cache.get("web-uid").json["status"] == {"phase": "Pending"}
+    assert cri.statuses == {}
+    cri.set_status("web-uid", runtime_status())  # the good one, on its own, is taken
+    assert cache.get("web-uid").json["status"]["phase"] == "Running"
+
+
+def test_an_overlay_is_a_readiness_gate_and_its_name_is_unique() -> None:
+    cache = new_cache()
+    cache.source("apiserver").mark_synced()
+    cri = cache.overlay("cri")
+    assert not cache.ready
+    cri.mark_synced()
+    assert cache.ready
+    with pytest.raises(ValueError, match="already registered"):
+        cache.overlay("apiserver")
