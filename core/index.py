@@ -141,6 +141,10 @@ class PodIPIndex(KeyIndex):
         ips = [entry.get("ip") for entry in status.get("podIPs") or []] + [status.get("podIP")]
         return {_canonical_ip(ip): None for ip in ips if isinstance(ip, str) and ip}
 
+    def lookup(self, value: Any) -> list[tuple[str, Any]]:
+        holders = self._map.get(value)  # the canonical spelling, as asked nearly always: no parse
+        return sorted(holders.items()) if holders is not None else super().lookup(value)
+
     def normalise(self, value: Any) -> Any:
         try:
             return ipaddress.ip_address(value).compressed
