@@ -7,6 +7,8 @@ import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pods_api.core.cache import PodCache
 from pods_api.core.index import (
@@ -227,3 +229,54 @@ def test_an_index_added_late_is_filled_from_what_is_served() -> None:
     assert uids(cache.by_container_id(cid(5))) == ["web-uid"]
     with pytest.raises(ValueError, match="already registered"):
         cache.add_index(ContainerIDIndex())
+
+
+# ---------------------------------------------------------------------------------------------
+# property: after any sequence of changes, every index answers what a scan would
+
+_IDS = [cid(n) for n in range(6)]
+_IPS = ["10.0.0.1", "10.0.0.2", "fd00::1", NODE_IP]
+
+
+@st.composite
+def changes(draw: st.DrawFn) -> tuple[str, str, PodVersion | None]:
+    source = draw(st.sampled_from(["a", "b"]))
+    uid = draw(st.sampled_from(["u1", "u2", "u3"]))
+    if draw(st.booleans()):
+        return source, uid, None
+    ids = draw(st.lists(st.sampled_from(_IDS), max_size=3, unique=True))
+    return (
+        source,
+        uid,
+        pod(
+            uid,
+            draw(st.sampled_from(["x", "y"])),
+            containers=[container(f"c{i}", c) for i, c in enumerate(ids)],
+            ips=draw(st.lists(st.sampled_from(_IPS), max_size=2, unique=True)),
+        ),
+    )
+
+
+@given(st.lists(changes(), max_size=12))
+def test_indexes_agree_with_a_scan_after_any_changes(steps: list[tuple[str, str, PodVersion | None]]) -> None:
+    cache = new_cache()
+    sinks = {"a": cache.source("a"), "b": cache.source("b")}
+    for source, uid, version in steps:
+        if version is None:
+            sinks[source].delete(uid)
+        else:
+            sinks[source].upsert(version)
+    served = cache.snapshot().pods
+    for name in ("x", "y"):
+        assert uids(cache.by_name("shop", name)) == [p.uid for p in served if p.name == name]
+    for ip in _IPS:
+        want = [p.uid for p in served if ip in {e["ip"] for e in p.json["status"].get("podIPs", [])}]
+        assert uids(cache.by_pod_ip(ip)) == want
+    for full in _IDS:
+        want = [
+            p.uid
+            for p in served
+            if f"containerd://{full}"
+            in {c["containerID"] for c in p.json["status"].get("containerStatuses", [])}
+        ]
+        assert uids(cache.by_container_id(full)) == want

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pods_api.core.cache import PodCache
 from pods_api.core.codec import CodecError
@@ -288,3 +290,44 @@ def test_an_overlay_is_a_readiness_gate_and_its_name_is_unique() -> None:
     assert cache.ready
     with pytest.raises(ValueError, match="already registered"):
         cache.overlay("apiserver")
+
+
+@given(
+    st.lists(
+        st.sampled_from(["static+", "static-", "mirror+", "mirror-", "mirror~", "cri+", "cri-"]), max_size=10
+    )
+)
+def test_a_static_pod_is_never_served_twice_whatever_the_order(steps: list[str]) -> None:
+    cache = new_cache()
+    manifests, apiserver, cri = cache.source("manifests"), cache.source("apiserver"), cache.overlay("cri")
+    _, watcher = cache.watch()
+    have_static = have_mirror = False
+    for step in steps:
+        match step:
+            case "static+":
+                manifests.replace([static_pod()])
+                have_static = True
+            case "static-":
+                manifests.replace([])
+                have_static = False
+            case "mirror+":
+                apiserver.upsert(mirror_pod())
+                have_mirror = True
+            case "mirror~":
+                apiserver.upsert(mirror_pod(phase="Succeeded"))
+                have_mirror = True
+            case "mirror-":
+                apiserver.delete(MIRROR_UID)
+                have_mirror = False
+            case "cri+":
+                cri.set_status(STATIC_UID, runtime_status())
+            case "cri-":
+                cri.clear(STATIC_UID)
+        assert [p.uid for p in cache.snapshot().pods] == ([STATIC_UID] if have_static or have_mirror else [])
+        assert cache.owner(STATIC_UID) == ("manifests" if have_static else None)
+    # Watchers saw a consistent life: ADDED first, nothing after DELETED but ADDED.
+    alive = False
+    for kind, uid in drain(watcher):
+        assert uid == STATIC_UID
+        assert (kind is EventType.ADDED) is not alive
+        alive = kind is not EventType.DELETED
