@@ -46,7 +46,7 @@ For each field the first layer in its row that has a value (not absent, empty or
 Readiness depends on probes only the kubelet runs: a container status taken from the overlay
 keeps `ready` and `started` from the mirror's or owner's status for the same container (same
 name and same `containerID`, so a restarted container does not inherit its predecessor's).
-Several overlays: the one registered first wins among them.
+Several overlays for one UID: the one registered first is used, the others wait for it to clear.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ Field selectors follow `fields.ParseSelector`: `field=value`, `field==value`, `f
 separated by commas, `\\` escaping `\\`, `,` and `=` in values; and only the fields the API
 server lets pods be selected by (below), compared as the API server compares them (a missing
 value is "", `spec.hostNetwork` is "true" or "false", `status.podIP` is the first of podIPs).
-`spec.host` is read as `spec.nodeName`, as the API server does for old clients.
+`spec.host` is read as `spec.nodeName`, as the API server does for old clients. `status.podIPs`
+is refused: the API server accepts the name but gives it no value, so `=` never matches there;
+an error says more than a silently empty answer.
 
 Every error is a SelectorError naming the selector and the position (0-based character offset)
 where parsing stopped. A parsed `Selector` has `.key`: the same for selectors that mean the same
