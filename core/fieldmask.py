@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from pods_api.core.pb import k8s_core_v1_pb2
 from pods_api.core.schema import Field, MessageSchema, pod_schema
+from pods_api.core.status import InvalidArgument
 
 # A mask travels in one gRPC metadata value (grpc's default limit for all metadata is 8 KiB);
 # selecting Pod fields never needs more than a few hundred characters.
@@ -32,7 +33,7 @@ IDENTITY_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid")
 _COMPILED_MASKS = 256
 
 
-class FieldMaskError(ValueError):
+class FieldMaskError(InvalidArgument, ValueError):
     """An invalid mask: names the path and, for unknown names, the nearest valid ones."""
 
 
@@ -70,14 +71,18 @@ class FieldMask:
 
 
 def parse_mask(text: str | None) -> FieldMask | None:
-    """The mask for a header or query value; None when it selects everything (absent/empty)."""
-    if text is None:
+    """The mask for a header or query value; None when it selects everything (absent, or empty
+    or blank as a whole). An empty path within a mask (`a,,b`, `a,`, `,,,`) is an error, like an
+    empty name within a path (`status..phase`): it is a mistake, not a request for everything."""
+    if text is None or not text.strip():
         return None
     if len(text) > MAX_MASK_LENGTH:
         raise FieldMaskError(f"field mask is {len(text)} characters long; the limit is {MAX_MASK_LENGTH}")
-    paths = sorted({p.strip() for p in text.split(",") if p.strip()})
-    if not paths:
-        return None
+    elements = [p.strip() for p in text.split(",")]
+    for i, element in enumerate(elements):
+        if not element:
+            raise FieldMaskError(f"invalid field mask {text!r}: path {i + 1} of {len(elements)} is empty")
+    paths = sorted(set(elements))
     if len(paths) > MAX_PATHS:
         raise FieldMaskError(f"field mask has {len(paths)} paths; the limit is {MAX_PATHS}")
     return _compile(",".join(paths))

@@ -10,6 +10,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pods_api.core.cache import OverlaySink, PodCache, SourceSink
+from pods_api.core.calls import Calls
+from pods_api.core.status import Code
 
 _REQUEST_LABELS = ("server_api_version", "status_code")
 
@@ -18,31 +20,19 @@ _REQUEST_LABELS = ("server_api_version", "status_code")
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-def go_code_name(code_name: str) -> str:
-    """A gRPC status code name as Go's codes.Code prints it, which is how the kubelet labels
-    its metrics: NOT_FOUND -> NotFound, OK -> OK, CANCELLED -> Canceled."""
-    if code_name == "OK":
-        return "OK"
-    if code_name == "CANCELLED":
-        return "Canceled"
-    return "".join(part.capitalize() for part in code_name.split("_"))
-
-
 class Metrics:
-    def __init__(self, cache: PodCache) -> None:
+    def __init__(self, cache: PodCache, calls: Calls) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
             "kubelet_pod_requests", "Requests to the Pods API.", _REQUEST_LABELS, registry=r
         )
+        # One counter per call of the table, so a new call is counted without an edit here.
         self.requests_by_method = {
-            "ListPods": Counter(
-                "kubelet_pod_requests_list", "ListPods requests.", _REQUEST_LABELS, registry=r
-            ),
-            "GetPod": Counter("kubelet_pod_requests_get", "GetPod requests.", _REQUEST_LABELS, registry=r),
-            "WatchPods": Counter(
-                "kubelet_pod_requests_watch", "WatchPods requests.", _REQUEST_LABELS, registry=r
-            ),
+            call.name: Counter(
+                f"kubelet_pod_requests_{call.metric}", f"{call.name} requests.", _REQUEST_LABELS, registry=r
+            )
+            for call in calls
         }
         self.watch_events_dropped = Counter(
             "kubelet_pod_watch_events_dropped",
@@ -64,11 +54,10 @@ class Metrics:
         )
         r.register(_CacheCollector(cache))
 
-    def record_request(self, api_version: str, method: str, status_code: str) -> None:
-        self.requests.labels(api_version, status_code).inc()
-        by_method = self.requests_by_method.get(method)
-        if by_method is not None:
-            by_method.labels(api_version, status_code).inc()
+    def record_request(self, api_version: str, method: str, code: Code) -> None:
+        """Count one finished call, by the Go name of the code it ended with (as the kubelet)."""
+        self.requests.labels(api_version, code.go_name).inc()
+        self.requests_by_method[method].labels(api_version, code.go_name).inc()
 
 
 class _CacheCollector(Collector):

@@ -8,7 +8,6 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,12 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from pods_api.core import sockets
-from pods_api.core.cache import PodCache, SourceSink
+from pods_api.core.cache import SourceSink
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
-from pods_api.core.metrics import Metrics
-from pods_api.core.ratelimit import TokenBucket
+from pods_api.core.runtime import Core, build_core
 from pods_api.core.sources import Source
-from pods_api.core.watch import WatchHub
+from pods_api.gateway.app import create_app
 
 log = logging.getLogger(__name__)
 
@@ -34,25 +32,6 @@ SHUTDOWN_GRACE = 1.5
 
 class StartupError(Exception):
     """Something the user must fix before the server can start: one line, no traceback."""
-
-
-@dataclass(eq=False)
-class Core:
-    """What every surface is built on: the gRPC server and the gateway take this and nothing else."""
-
-    config: Config
-    cache: PodCache
-    limiter: TokenBucket | None  # shared by List and Get on every surface; None: no limit
-    metrics: Metrics
-
-
-def build_core(config: Config) -> Core:
-    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers)
-    cache = PodCache(hub)
-    metrics = Metrics(cache)
-    hub.on_drop = metrics.watch_events_dropped.inc
-    limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
-    return Core(config, cache, limiter, metrics)
 
 
 def build_sources(config: Config, core: Core) -> list[Source]:
@@ -144,7 +123,7 @@ async def _start_grpc(core: Core) -> grpc.aio.Server:
         sockets.prepare(config.socket)
     except sockets.SocketInUse as exc:
         raise StartupError(str(exc)) from None
-    server = create_server(core.cache, core.metrics, core.limiter)
+    server = create_server(core)
     with sockets.private_umask():
         if not server.add_insecure_port(f"unix:{config.socket}"):
             raise StartupError(f"cannot listen on {config.socket}")
@@ -159,8 +138,6 @@ async def _start_grpc(core: Core) -> grpc.aio.Server:
 
 
 async def _start_gateway(core: Core, cleanup: list[Path]) -> tuple[_Uvicorn, asyncio.Task[None]]:
-    from pods_api.gateway.app import create_app
-
     config = core.config
     try:
         listeners = [sockets.bind_unix(config.http_socket_path, config.socket_mode, config.socket_group)]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from pods_api.core.pod import PodVersion
+from pods_api.core.status import Code, ResourceExhausted, StatusError
 
 
 class EventType(IntEnum):
@@ -38,22 +39,26 @@ class PodEvent:
     published: float  # time.monotonic() when the cache published it
 
 
-class WatchEnded(Exception):
+class WatchEnded(StatusError):
     """The watch is over for a reason the client must hear (fell behind, server stopping)."""
 
 
 class FellBehind(WatchEnded):
+    code = Code.RESOURCE_EXHAUSTED
+
     def __init__(self, dropped: int) -> None:
         super().__init__("fell behind; list and watch again")
         self.dropped = dropped
 
 
 class ServerStopping(WatchEnded):
+    code = Code.UNAVAILABLE
+
     def __init__(self) -> None:
         super().__init__("server is shutting down")
 
 
-class TooManyWatchers(Exception):
+class TooManyWatchers(ResourceExhausted):
     pass
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from pods_api.core.server import Core
+from pods_api.core.runtime import Core
 from pods_api.gateway import errors, health, metrics, openapi, pods
 from pods_api.gateway.hosts import LoopbackHostMiddleware
 from pods_api.gateway.rpcs import CallMetricsMiddleware

@@ -1,6 +1,8 @@
 """Errors keep their gRPC status: the same code a gRPC client would get, carried in the body and in a
 `Grpc-Status` header, with the HTTP status of the standard gRPC<->HTTP table (one exception:
-FAILED_PRECONDITION, which here only means "not synced yet", is a temporary 503).
+FAILED_PRECONDITION, which here only means "not synced yet", is a temporary 503). The codes and
+the domain errors are the core's (core/status.py); this module is only their HTTP mapping, and
+the one place where a domain error raised in a request becomes its response.
 
 Body: {"error": {"code": <http>, "status": "<GRPC_CODE_NAME>", "grpcCode": <n>, "message": "..."}}
 """
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-from enum import Enum
 
 import orjson
 from fastapi import FastAPI
@@ -18,51 +19,37 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.metrics import go_code_name
+from pods_api.core.status import Code, StatusError
+
+__all__ = ["HTTP_STATUS", "ApiError", "Code", "error_body", "error_response", "http_status", "install"]
 
 log = logging.getLogger(__name__)
 
 ERROR_MEDIA_TYPE = "application/json"
 
 
-class Code(Enum):
-    """gRPC status codes: (number, HTTP status)."""
-
-    OK = (0, 200)
-    CANCELLED = (1, 499)
-    UNKNOWN = (2, 500)
-    INVALID_ARGUMENT = (3, 400)
-    DEADLINE_EXCEEDED = (4, 504)
-    NOT_FOUND = (5, 404)
-    ALREADY_EXISTS = (6, 409)
-    PERMISSION_DENIED = (7, 403)
-    RESOURCE_EXHAUSTED = (8, 429)
+# gRPC code -> HTTP status: the standard gRPC<->HTTP table, with one exception.
+HTTP_STATUS = {
+    Code.OK: 200,
+    Code.CANCELLED: 499,
+    Code.UNKNOWN: 500,
+    Code.INVALID_ARGUMENT: 400,
+    Code.DEADLINE_EXCEEDED: 504,
+    Code.NOT_FOUND: 404,
+    Code.ALREADY_EXISTS: 409,
+    Code.PERMISSION_DENIED: 403,
+    Code.RESOURCE_EXHAUSTED: 429,
     # The table says 400; here it only ever means "the pod sources have not synced yet", which
     # passes on its own: 503 + Retry-After makes clients and proxies retry instead of giving up.
-    FAILED_PRECONDITION = (9, 503)
-    ABORTED = (10, 409)
-    OUT_OF_RANGE = (11, 400)
-    UNIMPLEMENTED = (12, 501)
-    INTERNAL = (13, 500)
-    UNAVAILABLE = (14, 503)
-    DATA_LOSS = (15, 500)
-    UNAUTHENTICATED = (16, 401)
-
-    @property
-    def number(self) -> int:
-        return self.value[0]
-
-    @property
-    def http(self) -> int:
-        return self.value[1]
-
-    @property
-    def go_name(self) -> str:
-        """The name Go's codes.Code prints, which the kubelet's metrics use (NOT_FOUND -> NotFound)."""
-        return go_code_name(self.name)
-
-
-_BY_NUMBER = {code.number: code for code in Code}
+    Code.FAILED_PRECONDITION: 503,
+    Code.ABORTED: 409,
+    Code.OUT_OF_RANGE: 400,
+    Code.UNIMPLEMENTED: 501,
+    Code.INTERNAL: 500,
+    Code.UNAVAILABLE: 503,
+    Code.DATA_LOSS: 500,
+    Code.UNAUTHENTICATED: 401,
+}
 # For errors Starlette raises itself (no route, wrong method): which gRPC code they are.
 _BY_HTTP = {
     400: Code.INVALID_ARGUMENT,
@@ -79,25 +66,29 @@ _BY_HTTP = {
 }
 
 
+def http_status(code: Code) -> int:
+    return HTTP_STATUS[code]
+
+
 def code_of_number(number: int) -> Code:
-    return _BY_NUMBER.get(number, Code.UNKNOWN)
+    try:
+        return Code(number)
+    except ValueError:
+        return Code.UNKNOWN
 
 
-class ApiError(Exception):
-    """Raised anywhere in a request; becomes the error response."""
+class ApiError(StatusError):
+    """A domain error spelled code first, as the gateway's call sites read best."""
 
     def __init__(self, code: Code, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
+        super().__init__(message, code=code, retry_after=retry_after)
 
 
 def error_body(code: Code, message: str, http_status: int | None = None) -> bytes:
     return orjson.dumps(
         {
             "error": {
-                "code": http_status or code.http,
+                "code": http_status or HTTP_STATUS[code],
                 "status": code.name,
                 "grpcCode": code.number,
                 "message": message,
@@ -124,7 +115,7 @@ def error_response(
         all_headers["Retry-After"] = retry_after_header(retry_after)
     return Response(
         error_body(code, message, http_status),
-        status_code=http_status or code.http,
+        status_code=http_status or HTTP_STATUS[code],
         media_type=ERROR_MEDIA_TYPE,
         headers=all_headers,
     )
@@ -132,14 +123,15 @@ def error_response(
 
 def install(app: FastAPI) -> None:
     """Every error the app can produce gets the one error body."""
-    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(StatusError, _status_error)
     app.add_exception_handler(HTTPException, _http_exception)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected)
 
 
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
+async def _status_error(request: Request, exc: Exception) -> Response:
+    """The HTTP surface's one translation of a domain error."""
+    assert isinstance(exc, StatusError)
     return error_response(exc.code, exc.message, retry_after=exc.retry_after)
 
 

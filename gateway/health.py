@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import PlainTextResponse, Response
 
-from pods_api.core.server import Core
+from pods_api.core.calls import NOT_SYNCED_RETRY_AFTER
+from pods_api.core.runtime import Core
 from pods_api.gateway import openapi
 from pods_api.gateway.errors import Code, error_response
-from pods_api.gateway.rpcs import NOT_SYNCED_RETRY_AFTER
 
 
 def router(core: Core) -> APIRouter:

@@ -9,7 +9,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.server import Core
+from pods_api.core.runtime import Core
 from pods_api.gateway import openapi
 
 

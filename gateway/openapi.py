@@ -1,23 +1,20 @@
 """The OpenAPI document: FastAPI's, with real Pod/PodList/Error schemas, the event stream
 documented, and FastAPI's 422 (which this API never sends: bad input is a 400) removed.
 
-`python -m pods_api.gateway.openapi` writes it to openapi/openapi.json (`--check` fails when the committed
-file is stale); tests/test_gateway_openapi.py fails when it differs from what the app serves.
+The committed copy, openapi/openapi.json, is written by `python -m pods_api.gateway.openapi_writer`
+(gateway/openapi_writer.py); tests/test_gateway_openapi.py fails when it differs from what the
+app serves.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from pods_api.gateway import podschema
-from pods_api.gateway.errors import Code
+from pods_api.gateway.errors import HTTP_STATUS, Code
 from pods_api.gateway.podschema import POD, POD_LIST, ref
 
 Doc = dict[str, Any]
@@ -31,7 +28,6 @@ the gRPC API, on a UNIX socket of its own (and optionally loopback TCP). Read-on
 Errors carry their gRPC status: a JSON body `{"error": {"code", "status", "grpcCode", "message"}}`
 and a `Grpc-Status` header. 429 and 503 come with `Retry-After`.
 """
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 ERROR = "Error"
 JSON = "application/json"
 WATCH_DESCRIPTION = """\
@@ -58,9 +54,11 @@ def _errors(*codes: Code) -> dict[int | str, Doc]:
     docs: dict[int | str, Doc] = {}
     for code in codes:
         headers = {"Grpc-Status": {"description": "The gRPC status code.", "schema": {"type": "integer"}}}
-        if code.http in (429, 503):
+        if HTTP_STATUS[code] in (429, 503):
             headers["Retry-After"] = {"description": "Seconds to wait.", "schema": {"type": "integer"}}
-        entry = docs.setdefault(code.http, {"description": "", "content": {JSON: {"schema": ref(ERROR)}}})
+        entry = docs.setdefault(
+            HTTP_STATUS[code], {"description": "", "content": {JSON: {"schema": ref(ERROR)}}}
+        )
         entry["description"] = " or ".join(filter(None, [entry["description"], code.name]))
         entry.setdefault("headers", {}).update(headers)
     docs["default"] = {"description": "Any other error.", "content": {JSON: {"schema": ref(ERROR)}}}
@@ -154,35 +152,3 @@ def build(app: FastAPI) -> Doc:
     schemas.update(podschema.components())
     schemas[ERROR] = _error_schema()
     return doc
-
-
-def render(doc: Doc) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def generate() -> str:
-    from pods_api.core.config import Config
-    from pods_api.core.server import build_core
-    from pods_api.gateway.app import create_app
-
-    return render(create_app(build_core(Config(node_name="openapi"))).openapi())
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pods_api.gateway.openapi", description=__doc__)
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
-    parser.add_argument("--check", action="store_true", help="fail if the file is not up to date")
-    args = parser.parse_args(argv)
-    text = generate()
-    if args.check:
-        if not args.path.exists() or args.path.read_text() != text:
-            print(f"{args.path} is stale: run python -m pods_api.gateway.openapi", file=sys.stderr)
-            return 1
-        return 0
-    args.path.parent.mkdir(parents=True, exist_ok=True)
-    args.path.write_text(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -13,12 +13,12 @@ from fastapi import APIRouter, Depends, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.fieldmask import FieldMask, FieldMaskError, parse_mask
-from pods_api.core.server import Core
+from pods_api.core.fieldmask import FieldMask, parse_mask
+from pods_api.core.runtime import Core
+from pods_api.core.status import InvalidArgument, NotFound
 from pods_api.gateway import formats, openapi
 from pods_api.gateway.assemble import list_body, pod_body
-from pods_api.gateway.errors import ApiError, Code
-from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, WATCH, admission, name_call
+from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, WATCH, call_dependencies
 from pods_api.gateway.sse import FrameCache, WatchResponse, stream, subscribe
 
 FIELDS_DOC = (
@@ -37,10 +37,9 @@ RESOURCE_VERSION_DOC = (
 async def field_mask(
     fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
 ) -> FieldMask | None:
-    try:
-        return parse_mask(",".join(fields or ()))
-    except FieldMaskError as exc:
-        raise ApiError(Code.INVALID_ARGUMENT, str(exc)) from None
+    # An empty parameter (`?fields=`) asks for no mask, as if it were absent; within a value, an
+    # empty path is invalid as in the gRPC header. A FieldMaskError is an InvalidArgument.
+    return parse_mask(",".join(value for value in fields or () if value.strip()))
 
 
 def resume_revision(last_event_id: str | None, resource_version: str | None) -> int | None:
@@ -51,13 +50,12 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
             try:
                 return int(value)
             except ValueError:
-                raise ApiError(Code.INVALID_ARGUMENT, f"{name} {value!r} is not a revision") from None
+                raise InvalidArgument(f"{name} {value!r} is not a revision") from None
     return None
 
 
 def router(core: Core) -> APIRouter:
     pods = APIRouter(tags=["pods"])
-    admit = Depends(admission(core))
     frames = FrameCache()
 
     @pods.get(
@@ -67,7 +65,7 @@ def router(core: Core) -> APIRouter:
         summary="List the node's pods, or watch them",
         response_class=Response,
         responses=openapi.list_responses(),
-        dependencies=[Depends(name_call(None)), admit],
+        dependencies=call_dependencies(core, None),
     )
     async def list_pods(
         request: Request,
@@ -97,7 +95,7 @@ def router(core: Core) -> APIRouter:
         summary="One pod, by UID",
         response_class=Response,
         responses=openapi.get_responses(),
-        dependencies=[Depends(name_call(GET)), admit],
+        dependencies=call_dependencies(core, GET),
     )
     async def get_pod(
         request: Request,
@@ -107,7 +105,7 @@ def router(core: Core) -> APIRouter:
     ) -> Response:
         pod = core.cache.get(uid)
         if pod is None:
-            raise ApiError(Code.NOT_FOUND, f"pod {uid!r} not found")
+            raise NotFound(f"pod {uid!r} not found")
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(pod, mask, fmt), media_type=fmt.media_type)
 

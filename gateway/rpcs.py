@@ -1,10 +1,10 @@
 """Which Pods API call a request is, what gates it, and counting it: the HTTP twin of the gRPC
-interceptors (core/grpc/interceptors.py), in the same order: metrics outermost, then the rate
-limit (List and Get), then the readiness gate (every Pods call).
+interceptors (core/grpc/interceptors.py), in the same order and from the same call table
+(core/calls.py): metrics outermost, then the table's refusal (rate limit, readiness).
 
-A route names its call with a dependency (`name_call`); the guards are one dependency
-(`admit`); `CallMetricsMiddleware` counts every named call once, when it is over, with the
-gRPC code it ended with.
+A route names its call with a dependency (`name_call`); the refusal is one dependency
+(`admit`); `call_dependencies` gives a route both. `CallMetricsMiddleware` counts every named
+call once, when it is over, with the gRPC code it ended with.
 """
 
 from __future__ import annotations
@@ -12,20 +12,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from fastapi import Depends
+from fastapi.params import Depends as Dependency
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pods_api.core.cache import NOT_SYNCED
+from pods_api.core.calls import HTTP_API_VERSION, refusal
 from pods_api.core.metrics import Metrics
-from pods_api.core.server import Core
+from pods_api.core.runtime import Core
 from pods_api.gateway import formats
-from pods_api.gateway.errors import ApiError, Code, code_of_number
+from pods_api.gateway.errors import Code, code_of_number
 
 LIST, GET, WATCH = "ListPods", "GetPod", "WatchPods"
-API_VERSION = "http"  # the server_api_version label: gRPC uses "v1alpha1" and "documented"
-# A sync takes seconds; retrying sooner only adds load.
-NOT_SYNCED_RETRY_AFTER = 1.0
-_LIMITED = frozenset({LIST, GET})
 # Where a request carries its call and, for a stream, how the stream ended.
 CALL_KEY = "pods_api.call"
 OUTCOME_KEY = "pods_api.outcome"
@@ -44,6 +42,15 @@ def wants_watch(request: Request) -> bool:
 # the cache belong to the event loop.
 
 
+def call_dependencies(core: Core, call: str | None) -> list[Dependency]:
+    """What a route serving `call` (None: List or Watch, as the request asks) depends on: its
+    name, then its refusal. Raises KeyError for a call the table lacks."""
+    missing = [name for name in ((call,) if call else (LIST, WATCH)) if name not in core.calls.by_name]
+    if missing:  # at start-up, not per request
+        raise KeyError(f"not in the call table: {', '.join(missing)}")
+    return [Depends(name_call(call)), Depends(admission(core))]
+
+
 def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:
     """A dependency that marks the request as `call` (None: List or Watch, as the request asks).
     It reads the raw request, so a call with invalid parameters is still counted."""
@@ -57,17 +64,12 @@ def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:
 
 
 def admission(core: Core) -> Callable[[Request], Awaitable[None]]:
-    """The rate limit (shared with gRPC) and the readiness gate, as one dependency."""
+    """The call table's refusal (rate limit shared with gRPC, readiness), as one dependency."""
 
     async def admit(request: Request) -> None:
-        call = request.scope[CALL_KEY]
-        limiter = core.limiter
-        if limiter is not None and call in _LIMITED and not limiter.allow():
-            raise ApiError(
-                Code.RESOURCE_EXHAUSTED, "rate limit exceeded; retry later", retry_after=limiter.retry_after()
-            )
-        if not core.cache.ready:
-            raise ApiError(Code.FAILED_PRECONDITION, NOT_SYNCED, retry_after=NOT_SYNCED_RETRY_AFTER)
+        refused = refusal(core.calls[request.scope[CALL_KEY]], core.limiter, core.cache)
+        if refused is not None:
+            raise refused
 
     return admit
 
@@ -109,7 +111,7 @@ class CallMetricsMiddleware:
     def _record(self, scope: Scope, code: Code) -> None:
         call = scope.get(CALL_KEY)
         if call is not None:
-            self.metrics.record_request(API_VERSION, call, scope.get(OUTCOME_KEY, code).go_name)
+            self.metrics.record_request(HTTP_API_VERSION, call, scope.get(OUTCOME_KEY, code))
 
 
 def _response_code(message: Message) -> Code:

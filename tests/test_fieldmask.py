@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from conftest import vector_params, vector_pb
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import MASK_PATHS, masks, pods
 
 from pods_api.core.codec import pod_from_bytes, pod_from_message, pod_to_message
@@ -64,7 +65,26 @@ def test_paths_ending_at_a_message_list_or_map_take_the_subtree() -> None:
 
 def test_equal_masks_share_one_compiled_mask() -> None:
     assert parse_mask("status.phase, spec.nodeName") is parse_mask("spec.nodeName,status.phase,status.phase")
-    assert parse_mask("") is None and parse_mask(None) is None and parse_mask(" , ") is None
+    assert parse_mask("") is None and parse_mask(None) is None and parse_mask("  ") is None
+
+
+@pytest.mark.parametrize("text", [",,,", " , ", "status.phase,", ",status.phase", "status.phase,,spec"])
+def test_an_empty_path_is_an_error_not_everything(text: str) -> None:
+    """Like an empty name in a path (`status..phase`): `,,,` is a mistake, never "no mask"."""
+    with pytest.raises(FieldMaskError, match=r"path \d+ of \d+ is empty"):
+        parse_mask(text)
+
+
+@given(
+    paths=st.lists(st.sampled_from(MASK_PATHS), min_size=1, max_size=6),
+    at=st.integers(min_value=0, max_value=6),
+    blank=st.sampled_from(["", " ", "  "]),
+)
+def test_an_empty_path_anywhere_in_a_valid_mask_is_an_error(paths: list[str], at: int, blank: str) -> None:
+    assert parse_mask(",".join(paths)) is not None
+    paths.insert(min(at, len(paths)), blank)
+    with pytest.raises(FieldMaskError, match=f"path {min(at, len(paths) - 1) + 1} of {len(paths)} is empty"):
+        parse_mask(",".join(paths))
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from test_gateway_support import (
 
 from pods_api.core.codec import pod_from_message, pod_to_message
 from pods_api.core.fieldmask import parse_mask
-from pods_api.gateway.errors import Code
+from pods_api.gateway.errors import HTTP_STATUS, Code
 from pods_api.gateway.hosts import is_loopback_host
 
 # The `gateway` and `make_gateway` fixtures.
@@ -51,7 +51,7 @@ def deserialize(body: str, kind: str) -> Any:
 
 
 def assert_error(response: httpx.Response, code: Code, http_status: int | None = None) -> dict[str, Any]:
-    status = http_status or code.http
+    status = http_status or HTTP_STATUS[code]
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     assert response.headers["grpc-status"] == str(code.number)
@@ -276,11 +276,11 @@ def test_the_error_table_follows_grpc_with_failed_precondition_as_503() -> None:
         "FAILED_PRECONDITION": 503, "ABORTED": 409, "OUT_OF_RANGE": 400, "UNIMPLEMENTED": 501,
         "INTERNAL": 500, "UNAVAILABLE": 503, "DATA_LOSS": 500, "UNAUTHENTICATED": 401,
     }  # fmt: skip
-    assert {code.name: code.http for code in Code} == expected
+    assert {code.name: HTTP_STATUS[code] for code in Code} == expected
     assert [code.number for code in Code] == list(range(17))
     table = (Path(__file__).resolve().parents[1] / "gateway" / "ERRORS.md").read_text()
     for code in Code:
-        assert f"| `{code.name}` | {code.number} | {code.http} |" in table.replace("**", "")
+        assert f"| `{code.name}` | {code.number} | {HTTP_STATUS[code]} |" in table.replace("**", "")
 
 
 # -- readiness -------------------------------------------------------------------------------
@@ -473,7 +473,7 @@ def test_every_handler_and_dependency_runs_on_the_event_loop() -> None:
     from fastapi.routing import APIRoute
 
     from pods_api.core.config import Config
-    from pods_api.core.server import build_core
+    from pods_api.core.runtime import build_core
     from pods_api.gateway.app import create_app
 
     app = create_app(build_core(Config(node_name="test")))

@@ -17,8 +17,8 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 from test_gateway_support import PODS, Gateway, version
 
 from pods_api.core.config import Config
-from pods_api.core.server import build_core
-from pods_api.gateway import openapi
+from pods_api.core.runtime import build_core
+from pods_api.gateway import openapi_writer
 from pods_api.gateway.app import create_app
 
 # The `gateway` and `make_gateway` fixtures.
@@ -29,12 +29,12 @@ SCHEMAS = "#/components/schemas/"
 
 
 async def test_committed_document_is_what_the_app_serves(gateway: Gateway) -> None:
-    """Regenerate with `python -m pods_api.gateway.openapi` when this fails."""
+    """Regenerate with `python -m pods_api.gateway.openapi_writer` when this fails."""
     served = (await gateway.client.get("/openapi.json")).json()
     committed = COMMITTED.read_text()
     assert json.loads(committed) == served
-    assert committed == openapi.render(served)  # sorted keys, 2-space indent, trailing newline
-    assert openapi.main(["--check", str(COMMITTED)]) == 0
+    assert committed == openapi_writer.render(served)  # sorted keys, 2-space indent, trailing newline
+    assert openapi_writer.main(["--check", str(COMMITTED)]) == 0
 
 
 def schema(doc: dict[str, Any], name: str) -> dict[str, Any]:

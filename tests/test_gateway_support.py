@@ -21,7 +21,7 @@ from samples import make_pod
 from pods_api.core.cache import SourceSink
 from pods_api.core.config import Config
 from pods_api.core.pod import PodVersion
-from pods_api.core.server import Core, build_core
+from pods_api.core.runtime import Core, build_core
 from pods_api.core.sockets import bind_unix
 from pods_api.gateway.app import create_app
 

@@ -1,41 +1,32 @@
-"""Cross-cutting concerns of the Pods API, one interceptor each, outermost first:
-metrics (sees every outcome), rate limit (List and Get), readiness gate (every Pods method).
+"""Cross-cutting concerns of the Pods API, read from the call table (core/calls.py), outermost
+first: metrics (sees every outcome), then admission, which is also the one place where a domain
+error becomes the call's status: an unparsable request, the call's refusal (rate limit,
+readiness), and every `StatusError` a handler raises end in `context.abort` here and nowhere else.
 Health and reflection pass through untouched."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
-from pods_api.core.cache import NOT_SYNCED, PodCache
-from pods_api.core.metrics import Metrics, go_code_name
-from pods_api.core.ratelimit import TokenBucket
+from pods_api.core.calls import Call, Calls, refusal
+from pods_api.core.grpc.requests import Unparsable
+from pods_api.core.metrics import Metrics
+from pods_api.core.runtime import Core
+from pods_api.core.status import Code, Internal, StatusError
 
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
 
-_PODS_SERVICES = {"v1alpha1.Pods": "v1alpha1", "Pods": "documented"}
-_LIMITED_METHODS = frozenset({"ListPods", "GetPod"})
+_GRPC_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-def _pods_method(details: grpc.HandlerCallDetails) -> tuple[str, str] | None:
-    """(server_api_version, method) for a Pods API call, None for anything else."""
-    service, _, method = details.method.lstrip("/").rpartition("/")
-    version = _PODS_SERVICES.get(service)
-    return (version, method) if version else None
-
-
-def _rejecting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
-    async def reject(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(code, message)
-
-    async def reject_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await context.abort(code, message)
-        yield  # unreachable; makes this an async generator, as grpc.aio wants for a stream
-
-    return _rewrap(handler, lambda behavior: reject_stream if handler.unary_stream else reject)
+async def abort(context: grpc.aio.ServicerContext, error: StatusError) -> NoReturn:
+    """The gRPC surface's translation of a domain error: context.abort, typed (it always raises)."""
+    await context.abort(_GRPC_CODES[error.code.number], error.message)
+    raise AssertionError("context.abort returned")
 
 
 def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
@@ -51,17 +42,18 @@ def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, calls: Calls) -> None:
         self._metrics = metrics
+        self._calls = calls
 
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        target = _pods_method(details)
-        if handler is None or target is None:
+        target = self._calls.grpc_method(details.method)
+        if handler is None or target is None or target[1] is None:
             return handler
-        version, method = target
+        version, method = target[0], target[1].name
         record = self._metrics.record_request
 
         def unary(behavior: Any) -> Any:
@@ -91,49 +83,66 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         return _rewrap(handler, stream if handler.unary_stream is not None else unary)
 
 
-def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
+def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> Code:
     if isinstance(exc, asyncio.CancelledError):
-        return "Canceled"
+        return Code.CANCELLED
     code = context.code()
     if code is None:
-        return "OK" if exc is None else "Unknown"
-    return go_code_name(code.name)
+        return Code.OK if exc is None else Code.UNKNOWN
+    return Code(code.value[0])
 
 
-class _Gate(grpc.aio.ServerInterceptor):
-    """An interceptor that may refuse a Pods API call before its handler runs."""
+class AdmissionInterceptor(grpc.aio.ServerInterceptor):
+    """Runs each Pods call only if its request parsed and the table's refusal lets it (in
+    grpc-go's order: a request that does not parse is refused before any interceptor, so it
+    spends no token); translates every domain error the call raises."""
 
-    def refusal(self, method: str) -> tuple[grpc.StatusCode, str] | None:
-        raise NotImplementedError
+    def __init__(self, core: Core) -> None:
+        self._core = core
 
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        target = _pods_method(details)
+        target = self._core.calls.grpc_method(details.method)
         if handler is None or target is None:
             return handler
-        refused = self.refusal(target[1])
-        return handler if refused is None else _rejecting(handler, *refused)
+        call = target[1]
+        admit = self._admission(details.method, call)
 
+        def unary(behavior: Any) -> Any:
+            async def admitted(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    admit(request)
+                    return await behavior(request, context)
+                except StatusError as exc:
+                    await abort(context, exc)
 
-class RateLimitInterceptor(_Gate):
-    """List and Get share one token bucket (watches are long-lived and capped separately)."""
+            return admitted
 
-    def __init__(self, limiter: TokenBucket) -> None:
-        self._limiter = limiter
+        def stream(behavior: Any) -> Any:
+            async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                try:
+                    admit(request)
+                    async for item in behavior(request, context):
+                        yield item
+                except StatusError as exc:
+                    await abort(context, exc)
 
-    def refusal(self, method: str) -> tuple[grpc.StatusCode, str] | None:
-        if method not in _LIMITED_METHODS or self._limiter.allow():
-            return None
-        return grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit exceeded; retry later"
+            return admitted
 
+        return _rewrap(handler, stream if handler.unary_stream is not None else unary)
 
-class ReadinessInterceptor(_Gate):
-    """Until every pod source has synced, every Pods method fails: never a partial list."""
+    def _admission(self, method: str, call: Call | None) -> Callable[[Any], None]:
+        core = self._core
 
-    def __init__(self, cache: PodCache) -> None:
-        self._cache = cache
+        def admit(request: Any) -> None:
+            if isinstance(request, Unparsable):
+                raise request.error()
+            if call is None:  # a handler registered around the table: refuse rather than run unguarded
+                raise Internal(f"{method} is not in the call table")
+            refused = refusal(call, core.limiter, core.cache)
+            if refused is not None:
+                raise refused
 
-    def refusal(self, method: str) -> tuple[grpc.StatusCode, str] | None:
-        return None if self._cache.ready else (grpc.StatusCode.FAILED_PRECONDITION, NOT_SYNCED)
+        return admit

@@ -9,12 +9,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from pods_api.core.cache import PodCache
+from pods_api.core.calls import Calls
 from pods_api.core.grpc import reflection
-from pods_api.core.grpc.interceptors import MetricsInterceptor, RateLimitInterceptor, ReadinessInterceptor
+from pods_api.core.grpc.interceptors import AdmissionInterceptor, MetricsInterceptor
+from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, PodsService
-from pods_api.core.metrics import Metrics
 from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from pods_api.core.ratelimit import TokenBucket
+from pods_api.core.runtime import Core
 
 _REQUESTS = {
     Contract.V1ALPHA1: (
@@ -30,29 +31,31 @@ _REQUESTS = {
 }
 
 
-def _handlers(contract: Contract, service: PodsService) -> grpc.GenericRpcHandler:
+def _handlers(contract: Contract, service: PodsService, calls: Calls) -> grpc.GenericRpcHandler:
     list_req, get_req, watch_req = _REQUESTS[contract]
     # No response serializer: the handlers return wire bytes assembled from cached encodings.
-    return grpc.method_handlers_generic_handler(
-        contract.value,
-        {
-            "ListPods": grpc.unary_unary_rpc_method_handler(service.list_pods, list_req.FromString),
-            "GetPod": grpc.unary_unary_rpc_method_handler(service.get_pod, get_req.FromString),
-            "WatchPods": grpc.unary_stream_rpc_method_handler(
-                service.watch_handler(contract), watch_req.FromString
-            ),
-        },
+    # Requests parse without raising (core/grpc/requests.py): a bad one is answered as grpc-go does.
+    handlers = {
+        "ListPods": grpc.unary_unary_rpc_method_handler(service.list_pods, parser(list_req)),
+        "GetPod": grpc.unary_unary_rpc_method_handler(service.get_pod, parser(get_req)),
+        "WatchPods": grpc.unary_stream_rpc_method_handler(service.watch_handler(contract), parser(watch_req)),
+    }
+    # Every method is in the call table, which says how it is limited, gated and counted.
+    missing = [name for name in handlers if name not in calls.by_name] + (
+        [] if contract.value in calls.services else [contract.value]
     )
+    if missing:
+        raise KeyError(f"not in the call table: {', '.join(missing)}")
+    return grpc.method_handlers_generic_handler(contract.value, handlers)
 
 
-def create_server(cache: PodCache, metrics: Metrics, limiter: TokenBucket | None) -> grpc.aio.Server:
-    interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
-    if limiter is not None:
-        interceptors.append(RateLimitInterceptor(limiter))
-    interceptors.append(ReadinessInterceptor(cache))
+def create_server(core: Core) -> grpc.aio.Server:
+    """The Pods services (both contracts), health and reflection; the caller adds a port."""
+    cache = core.cache
+    interceptors = [MetricsInterceptor(core.metrics, core.calls), AdmissionInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors)
-    service = PodsService(cache, metrics)
-    server.add_generic_rpc_handlers([_handlers(c, service) for c in Contract])
+    service = PodsService(cache, core.metrics)
+    server.add_generic_rpc_handlers([_handlers(c, service, core.calls) for c in Contract])
     _add_health(server, cache)
     names = [c.value for c in Contract] + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
     reflection.enable(names, server)

@@ -6,7 +6,8 @@ Handlers return serialized bytes (the servers' response serializers pass them th
 pod is never re-encoded: responses are assembled from the cache's per-version encodings, and a
 whole ListPodsResponse is kept per (snapshot, mask).
 
-Rate limit, readiness and metrics are interceptors (core/grpc/interceptors.py), not here.
+Rate limit, readiness and metrics are interceptors (core/grpc/interceptors.py), not here; so is
+the status of a call: handlers raise domain errors (core/status.py), the interceptor aborts.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from enum import Enum
-from typing import NoReturn
 
 import grpc
 
 from pods_api.core.cache import PodCache, Snapshot
-from pods_api.core.fieldmask import FieldMask, FieldMaskError, parse_mask
+from pods_api.core.fieldmask import FieldMask, parse_mask
 from pods_api.core.lru import LRU
 from pods_api.core.metrics import Metrics
 from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from pods_api.core.watch import EventType, FellBehind, PodEvent, ServerStopping, TooManyWatchers, Watcher
+from pods_api.core.status import InvalidArgument, NotFound
+from pods_api.core.watch import EventType, PodEvent
 
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
 # Watch frames kept for reuse across watchers (per event, contract and mask): enough for a burst
@@ -34,11 +35,6 @@ _FRAMES_KEPT = 1024
 class Contract(Enum):
     V1ALPHA1 = "v1alpha1.Pods"
     DOCUMENTED = "Pods"
-
-    @property
-    def api_version(self) -> str:
-        """The `server_api_version` metric label."""
-        return "v1alpha1" if self is Contract.V1ALPHA1 else "documented"
 
 
 def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes:
@@ -69,7 +65,7 @@ class PodsService:
         mask = await _mask(context)
         pod = self._cache.get(request.podUID)
         if pod is None:
-            await _abort(context, grpc.StatusCode.NOT_FOUND, f"pod {request.podUID!r} not found")
+            raise NotFound(f"pod {request.podUID!r} not found")
         return pods_v1alpha1_pb2.GetPodResponse(pod=pod.masked(mask).pb).SerializeToString()
 
     def watch_handler(self, contract: Contract) -> Callable[..., AsyncIterator[bytes]]:
@@ -81,18 +77,13 @@ class PodsService:
 
     async def _watch(self, contract: Contract, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         mask = await _mask(context)
-        try:
-            snapshot, watcher = self._cache.watch()
-        except TooManyWatchers as exc:
-            await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        except ServerStopping as exc:
-            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
+        snapshot, watcher = self._cache.watch()  # TooManyWatchers, ServerStopping: their status
         with watcher:
             key = ("grpc-watch", contract, mask and mask.key)
             for frame in snapshot.memo(key, lambda: _initial(contract, snapshot, mask)):
                 yield frame
             while True:
-                event = await _next_event(watcher, context)
+                event = await watcher.get()  # FellBehind, ServerStopping: their status
                 live = self._frame(contract, event, mask)
                 if live is not None:
                     self._metrics.fanout_delay.observe(time.monotonic() - event.published)
@@ -117,15 +108,6 @@ def _masked_unchanged(event: PodEvent, mask: FieldMask | None) -> bool:
     return event.previous.masked(mask).pb == event.pod.masked(mask).pb
 
 
-async def _next_event(watcher: Watcher, context: grpc.aio.ServicerContext) -> PodEvent:
-    try:
-        return await watcher.get()
-    except FellBehind as exc:
-        await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-    except ServerStopping as exc:
-        await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
-
-
 def _list_response(snapshot: Snapshot, mask: FieldMask | None) -> bytes:
     pods = [pod.masked(mask).pb for pod in snapshot.pods]
     return pods_v1alpha1_pb2.ListPodsResponse(pods=pods).SerializeToString()
@@ -142,15 +124,6 @@ async def _mask(context: grpc.aio.ServicerContext) -> FieldMask | None:
     if not values:
         return None
     if len(values) > 1:
-        message = f"{FIELDMASK_METADATA} must have one value, got {len(values)}"
-        await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, message)
-    try:
-        return parse_mask(values[0] if isinstance(values[0], str) else values[0].decode())
-    except FieldMaskError as exc:
-        await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-
-
-async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    """context.abort, typed: it always raises."""
-    await context.abort(code, message)
-    raise AssertionError("context.abort returned")
+        raise InvalidArgument(f"{FIELDMASK_METADATA} must have one value, got {len(values)}")
+    # A FieldMaskError is an InvalidArgument.
+    return parse_mask(values[0] if isinstance(values[0], str) else values[0].decode())

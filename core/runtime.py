@@ -1,0 +1,34 @@
+"""The `Core` every surface is built on, and how one is made from a config. It imports no surface
+(no grpc server, no uvicorn, no FastAPI): the gRPC server, the gateway and the tests take a
+`Core`, and only the composition root (core/server.py) knows them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pods_api.core.cache import PodCache
+from pods_api.core.calls import CALLS, Calls
+from pods_api.core.config import Config
+from pods_api.core.metrics import Metrics
+from pods_api.core.ratelimit import TokenBucket
+from pods_api.core.watch import WatchHub
+
+
+@dataclass(eq=False)
+class Core:
+    """What every surface is built on: the gRPC server and the gateway take this and nothing else."""
+
+    config: Config
+    cache: PodCache
+    limiter: TokenBucket | None  # shared by the limited calls on every surface; None: no limit
+    metrics: Metrics
+    calls: Calls  # what each call is: limited, gated, counted
+
+
+def build_core(config: Config, calls: Calls = CALLS) -> Core:
+    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers)
+    cache = PodCache(hub)
+    metrics = Metrics(cache, calls)
+    hub.on_drop = metrics.watch_events_dropped.inc
+    limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
+    return Core(config, cache, limiter, metrics, calls)
