@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tempfile
 from importlib.resources import files
 from pathlib import Path
 
+from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
 PROTO_DIR = Path(__file__).resolve().parent
@@ -34,16 +36,30 @@ def generate(out: Path) -> list[Path]:
         f"--pyi_out={out}",
         *(str(p) for p in protos),
     ]
-    # Only the service files get gRPC stubs; the others would get empty *_pb2_grpc modules.
-    services = [str(p) for p in protos if p.name.startswith("pods_")]
-    grpc_args = ["grpc_tools.protoc", args[1], args[2], f"--grpc_python_out={out}", *services]
-    if protoc.main(args) != 0 or protoc.main(grpc_args) != 0:
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+    # gRPC stubs for every file that declares a service (the others would get empty *_pb2_grpc
+    # modules), as protoc itself reads the files: a new service file needs no edit here.
+    services = [str(PROTO_DIR / name) for name in _with_services(args[1:3], protos)]
+    grpc_args = ["grpc_tools.protoc", *args[1:3], f"--grpc_python_out={out}", *services]
+    if services and protoc.main(grpc_args) != 0:
         raise SystemExit("protoc failed")
     written = sorted(p for p in out.iterdir() if p.suffix in (".py", ".pyi") and p.name != "__init__.py")
     for path in written:
         text = path.read_text()
         path.write_text(_IMPORT.sub(r"from pods_api.core.pb import \1 as \2", text))
     return written
+
+
+def _with_services(includes: list[str], protos: list[Path]) -> list[str]:
+    """The names of the .proto files that declare at least one service."""
+    with tempfile.TemporaryDirectory() as tmp:
+        descriptors = Path(tmp) / "set.pb"
+        args = ["grpc_tools.protoc", *includes, f"--descriptor_set_out={descriptors}", *map(str, protos)]
+        if protoc.main(args) != 0:
+            raise SystemExit("protoc failed")
+        files = descriptor_pb2.FileDescriptorSet.FromString(descriptors.read_bytes()).file
+    return [f.name for f in files if f.service]
 
 
 def main() -> None:

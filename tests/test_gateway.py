@@ -157,6 +157,13 @@ async def test_empty_fields_is_the_whole_pod(gateway: Gateway) -> None:
     assert (await gateway.client.get("/v1/pods", params={"fields": ""})).content == whole.content
 
 
+async def test_an_empty_fields_parameter_among_others_adds_nothing(gateway: Gateway) -> None:
+    """An empty parameter is as if absent; an empty path inside a value is an error (above)."""
+    alone = await gateway.client.get("/v1/pods", params={"fields": "status.phase"})
+    among = await gateway.client.get("/v1/pods", params=[("fields", ""), ("fields", "status.phase")])
+    assert among.status_code == 200 and among.content == alone.content
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -164,6 +171,8 @@ async def test_empty_fields_is_the_whole_pod(gateway: Gateway) -> None:
         ("status.phase.x", "has no fields to select"),
         ("metadata.labels.app", "is a map"),
         ("a" * 5000, "the limit is"),
+        (",,,", "path 1 of 4 is empty"),  # never "no mask"
+        ("status.phase,", "path 2 of 2 is empty"),
     ],
 )
 async def test_invalid_mask_is_invalid_argument(gateway: Gateway, fields: str, message: str) -> None:

@@ -28,6 +28,7 @@ from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
 
 from pods_api.core.codec import pod_from_bytes, pod_to_bytes
+from pods_api.core.grpc.requests import ThrottledLog
 from pods_api.core.pb import pods_doc_pb2, pods_doc_pb2_grpc, pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
 
 MASK = "x-kubernetes-fieldmask"
@@ -131,6 +132,9 @@ async def test_field_mask_selects_paths_and_keeps_identity(channel: grpc.aio.Cha
     [
         ([(MASK, "status.phse")], "did you mean 'phase'"),
         ([(MASK, "status.phase"), (MASK, "spec")], "must have one value, got 2"),
+        # An empty path is a mistake, never "no mask".
+        ([(MASK, ",,,")], "path 1 of 4 is empty"),
+        ([(MASK, "status.phase,")], "path 2 of 2 is empty"),
     ],
 )
 async def test_invalid_masks_are_invalid_argument_on_every_method(
@@ -150,6 +154,46 @@ async def test_invalid_masks_are_invalid_argument_on_every_method(
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await watch.read()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("method", ["/v1alpha1.Pods/GetPod", "/Pods/GetPod", "/v1alpha1.Pods/ListPods"])
+async def test_an_unparsable_request_is_internal_as_grpc_go_answers(server: Served, method: str) -> None:
+    """What the kubelet (grpc-go) answers for request bytes that are not the message; and one
+    short log line for a burst of them, not a traceback each (anyone on the socket can send them)."""
+    async with grpc.aio.insecure_channel(server.target) as ch:
+        call = ch.unary_unary(method)  # no serializer: the bytes go as they are
+        # A truncated tag, a truncated field; for GetPod also a podUID that is not UTF-8.
+        garbage = [b"\xff" * 3, b"\x0a\x05ab", *([b"\x0a\x02\xff\xfe"] if "GetPod" in method else [])]
+        for data in garbage * 10:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call(data)
+            assert err.value.code() == grpc.StatusCode.INTERNAL
+            assert (err.value.details() or "").startswith("grpc: error unmarshalling request: ")
+        watch = ch.unary_stream(method.rsplit("/", 1)[0] + "/WatchPods")(b"\xff")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await watch.read()
+        assert err.value.code() == grpc.StatusCode.INTERNAL
+        assert (err.value.details() or "").startswith("grpc: error unmarshalling request: ")
+        # The server still answers well-formed calls.
+        await pods_v1alpha1_pb2_grpc.PodsStub(ch).GetPod(pods_v1alpha1_pb2.GetPodRequest(podUID="uid-a"))
+    assert await asyncio.to_thread(server.stop) == 0
+    server.close()  # the whole of stderr is in server.lines now
+    log = "".join(server.lines)
+    assert "Traceback" not in log
+    assert len([line for line in server.lines if "unparsable request" in line]) == 1
+
+
+def test_the_unparsable_request_log_is_one_line_per_period_with_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    throttled = ThrottledLog(every=10.0, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="pods_api.core.grpc.requests"):
+        for _ in range(5):
+            throttled.warning("unparsable request")
+        now[0] += 10.0
+        throttled.warning("unparsable request")
+    assert caplog.messages == ["unparsable request", "unparsable request (4 more since the last such line)"]
 
 
 # -- Watch -------------------------------------------------------------------------------------

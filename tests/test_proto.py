@@ -35,3 +35,17 @@ def test_message_names_and_numbers_are_kubernetes() -> None:
     assert pods_v1alpha1_pb2.DESCRIPTOR.services_by_name["Pods"].full_name == "v1alpha1.Pods"
     assert pods_doc_pb2.DESCRIPTOR.services_by_name["Pods"].full_name == "Pods"
     assert pods_v1alpha1_pb2.EventType.Value("INITIAL_SYNC_COMPLETE") == 3
+
+
+def test_every_proto_with_a_service_has_grpc_stubs() -> None:
+    """Stubs follow what a file declares, not its name: a new service file gets them too."""
+    import importlib
+
+    pb = ROOT / "core" / "pb"
+    with_services = set()
+    for path in pb.glob("*_pb2.py"):
+        module = importlib.import_module(f"pods_api.core.pb.{path.stem}")
+        if module.DESCRIPTOR.services_by_name:
+            with_services.add(path.stem)
+    assert with_services >= {"pods_v1alpha1_pb2", "pods_doc_pb2"}
+    assert {p.stem.removesuffix("_grpc") for p in pb.glob("*_pb2_grpc.py")} == with_services

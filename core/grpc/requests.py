@@ -40,13 +40,14 @@ class Unparsable:
 class ThrottledLog:
     """One warning per `every` seconds; the next says how many were left out in between."""
 
-    def __init__(self, every: float = LOG_EVERY) -> None:
+    def __init__(self, every: float = LOG_EVERY, clock: Callable[[], float] = time.monotonic) -> None:
         self._every = every
+        self._clock = clock
         self._next = 0.0
         self._suppressed = 0
 
     def warning(self, message: str) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if now < self._next:
             self._suppressed += 1
             return
