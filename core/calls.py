@@ -18,7 +18,7 @@ from pods_api.core.status import FailedPrecondition, ResourceExhausted, StatusEr
 RATE_LIMITED = "rate limit exceeded; retry later"
 # A sync takes seconds; retrying sooner only adds load.
 NOT_SYNCED_RETRY_AFTER = 1.0
-# The `server_api_version` label of calls over HTTP; gRPC's come from the service (SERVICES).
+# The `server_api_version` label of calls over HTTP; gRPC's come from `Calls.services`.
 HTTP_API_VERSION = "http"
 
 
