@@ -22,6 +22,7 @@ from typing import IO
 import grpc
 import httpx
 import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pods_api.core.pb import pods_v1alpha1_pb2 as api
 from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
@@ -121,6 +122,13 @@ async def _loop(one: Callable[[], Awaitable[object]], seconds: float, concurrenc
 async def fetch(grpc_target: str, http_socket: str) -> dict[str, bytes]:
     """What pods-api answers, for the floor to answer too: the same sizes, the same bytes."""
     async with grpc.aio.insecure_channel(grpc_target) as channel:
+        # "serving" is logged before the sources have synced; on a busy machine the first call
+        # could be refused as not ready. Readiness is an event: the health service streams it.
+        health = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+        async for update in health:
+            if update.status == health_pb2.HealthCheckResponse.SERVING:
+                break
+        health.cancel()
         listed = await channel.unary_unary("/v1alpha1.Pods/ListPods")(b"")
         got = await channel.unary_unary("/v1alpha1.Pods/GetPod")(
             api.GetPodRequest(podUID=UID).SerializeToString()
