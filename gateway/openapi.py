@@ -152,3 +152,12 @@ def build(app: FastAPI) -> Doc:
     schemas.update(podschema.components())
     schemas[ERROR] = _error_schema()
     return doc
+
+
+if __name__ == "__main__":
+    # The command this module used to be; the writer is its own module so that this one, which
+    # the app imports, does not import the app back. (Run as a script, this module is __main__,
+    # not pods_api.gateway.openapi, so the import below closes no cycle.)
+    from pods_api.gateway.openapi_writer import main
+
+    raise SystemExit(main())

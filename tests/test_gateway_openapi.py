@@ -4,6 +4,8 @@ response conforms to it (schemathesis), and every List item validates against it
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,20 @@ async def test_committed_document_is_what_the_app_serves(gateway: Gateway) -> No
     assert json.loads(committed) == served
     assert committed == openapi_writer.render(served)  # sorted keys, 2-space indent, trailing newline
     assert openapi_writer.main(["--check", str(COMMITTED)]) == 0
+
+
+@pytest.mark.parametrize("module", ["pods_api.gateway.openapi_writer", "pods_api.gateway.openapi"])
+def test_the_writer_command_checks_the_committed_file(module: str, tmp_path: Path) -> None:
+    """The writer's command, and the one it used to be, write and check the file."""
+    check = [sys.executable, "-m", module, "--check"]
+    assert subprocess.run([*check, str(COMMITTED)], capture_output=True).returncode == 0
+    stale = tmp_path / "openapi.json"
+    stale.write_text("{}\n")
+    result = subprocess.run([*check, str(stale)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "is stale: run python -m pods_api.gateway.openapi_writer" in result.stderr
+    subprocess.run([sys.executable, "-m", module, str(stale)], check=True)
+    assert stale.read_text() == COMMITTED.read_text()
 
 
 def schema(doc: dict[str, Any], name: str) -> dict[str, Any]:

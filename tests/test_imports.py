@@ -29,8 +29,12 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _is_type_checking(node: ast.If) -> bool:
+def _never_imported(node: ast.If) -> bool:
+    """`if TYPE_CHECKING:` never runs; `if __name__ == "__main__":` runs only in a module run as a
+    script, which is a module object of its own (`__main__`) and so closes no cycle."""
     test = node.test
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__":
+        return any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
@@ -38,10 +42,10 @@ def _is_type_checking(node: ast.If) -> bool:
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The package's modules this one imports when it runs: at the top or inside a function
-    (a lazy import hides a cycle, it does not remove it); not under `if TYPE_CHECKING:`."""
+    (a lazy import hides a cycle, it does not remove it); not in blocks that never run on import."""
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(), str(path))
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node)
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _never_imported(node)
                for stmt in node.body for n in ast.walk(stmt)}  # fmt: skip
     found: set[str] = set()
     for node in ast.walk(tree):
