@@ -11,6 +11,7 @@ from pods_api.core.codec import pod_from_message, pod_to_message
 from pods_api.core.fieldmask import FieldMask
 from pods_api.core.lru import LRU
 from pods_api.core.pb import k8s_core_v1_pb2
+from pods_api.core.view import View
 
 # Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
 # client cycling through masks from holding memory per pod.
@@ -66,8 +67,10 @@ class PodVersion:
             warnings.extend(decoded.warnings)
         return cls.from_message(decoded.message)
 
-    def masked(self, mask: FieldMask | None) -> Masked:
-        """This version under a mask, computed once per (mask, version)."""
+    def masked(self, view: View) -> Masked:
+        """This version as the view shows it, computed once per (mask, version): only the mask
+        shapes a pod, so views that differ in their selector share the encodings."""
+        mask = view.mask
         if mask is None:
             return self._whole
         return self._masked.get(mask.key, lambda: self._mask(mask))

@@ -11,6 +11,7 @@ from pods_api.core.calls import CALLS, Calls
 from pods_api.core.config import Config
 from pods_api.core.metrics import Metrics
 from pods_api.core.ratelimit import TokenBucket
+from pods_api.core.stream import WatchStreams
 from pods_api.core.watch import WatchHub
 
 
@@ -23,6 +24,7 @@ class Core:
     limiter: TokenBucket | None  # shared by the limited calls on every surface; None: no limit
     metrics: Metrics
     calls: Calls  # what each call is: limited, gated, counted
+    streams: WatchStreams  # every surface's watches: one frame cache for all of them
 
 
 def build_core(config: Config, calls: Calls = CALLS) -> Core:
@@ -31,4 +33,5 @@ def build_core(config: Config, calls: Calls = CALLS) -> Core:
     metrics = Metrics(cache, calls)
     hub.on_drop = metrics.watch_events_dropped.inc
     limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
-    return Core(config, cache, limiter, metrics, calls)
+    streams = WatchStreams(cache, metrics.fanout_delay.observe)
+    return Core(config, cache, limiter, metrics, calls, streams)

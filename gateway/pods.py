@@ -13,13 +13,14 @@ from fastapi import APIRouter, Depends, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.fieldmask import FieldMask, parse_mask
+from pods_api.core.fieldmask import parse_mask
 from pods_api.core.runtime import Core
 from pods_api.core.status import InvalidArgument, NotFound
+from pods_api.core.view import View
 from pods_api.gateway import formats, openapi
 from pods_api.gateway.assemble import list_body, pod_body
 from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, WATCH, call_dependencies
-from pods_api.gateway.sse import FrameCache, WatchResponse, stream, subscribe
+from pods_api.gateway.sse import WatchResponse, open_watch, stream
 
 FIELDS_DOC = (
     "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "
@@ -34,12 +35,12 @@ RESOURCE_VERSION_DOC = (
 )
 
 
-async def field_mask(
+async def field_view(
     fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
-) -> FieldMask | None:
+) -> View:
     # An empty parameter (`?fields=`) asks for no mask, as if it were absent; within a value, an
     # empty path is invalid as in the gRPC header. A FieldMaskError is an InvalidArgument.
-    return parse_mask(",".join(value for value in fields or () if value.strip()))
+    return View(parse_mask(",".join(value for value in fields or () if value.strip())))
 
 
 def resume_revision(last_event_id: str | None, resource_version: str | None) -> int | None:
@@ -56,7 +57,6 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
 
 def router(core: Core) -> APIRouter:
     pods = APIRouter(tags=["pods"])
-    frames = FrameCache()
 
     @pods.get(
         "/v1/pods",
@@ -69,7 +69,7 @@ def router(core: Core) -> APIRouter:
     )
     async def list_pods(
         request: Request,
-        mask: Annotated[FieldMask | None, Depends(field_mask)],
+        view: Annotated[View, Depends(field_view)],
         pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
         watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
         resource_version: Annotated[
@@ -82,11 +82,10 @@ def router(core: Core) -> APIRouter:
         # name_call decided List or Watch (it also saw the Accept header); `watch` is declared
         # for validation and the schema.
         if request.scope[CALL_KEY] == WATCH:
-            start = subscribe(core.cache, resume_revision(last_event_id, resource_version))
-            events = stream(start, mask, frames, core.metrics, request.scope)
-            return WatchResponse(events, start.watcher, core.config.heartbeat)
+            opened = open_watch(core.streams, view, resume_revision(last_event_id, resource_version))
+            return WatchResponse(stream(opened, request.scope), opened, core.config.heartbeat)
         fmt = formats.choose(request.headers.get("accept"), pretty)
-        return Response(list_body(core.cache.snapshot(), mask, fmt), media_type=fmt.media_type)
+        return Response(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
 
     @pods.get(
         "/v1/pods/{uid}",
@@ -100,13 +99,13 @@ def router(core: Core) -> APIRouter:
     async def get_pod(
         request: Request,
         uid: str,
-        mask: Annotated[FieldMask | None, Depends(field_mask)],
+        view: Annotated[View, Depends(field_view)],
         pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
     ) -> Response:
         pod = core.cache.get(uid)
         if pod is None:
             raise NotFound(f"pod {uid!r} not found")
         fmt = formats.choose(request.headers.get("accept"), pretty)
-        return Response(pod_body(pod, mask, fmt), media_type=fmt.media_type)
+        return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
 
     return pods

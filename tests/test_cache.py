@@ -11,6 +11,7 @@ from pods_api.core.cache import MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
 from pods_api.core.fieldmask import parse_mask
 from pods_api.core.lru import LRU
 from pods_api.core.pod import MASKED_PER_POD, PodVersion
+from pods_api.core.view import View
 from pods_api.core.watch import EventType, FellBehind, ServerStopping, TooManyWatchers, WatchHub
 
 
@@ -143,9 +144,9 @@ def test_snapshot_and_its_assembled_bytes_are_reused_until_a_change() -> None:
 
 def test_masked_encodings_are_made_once_per_mask_and_bounded() -> None:
     version = pod("1")
-    mask = parse_mask("status.phase")
-    assert version.masked(mask) is version.masked(parse_mask("status.phase , status.phase"))
-    assert version.masked(None).pb is version.pb
+    view = View(parse_mask("status.phase"))
+    assert version.masked(view) is version.masked(View(parse_mask("status.phase , status.phase")))
+    assert version.masked(View.EVERYTHING).pb is version.pb
     for text in (
         "spec",
         "status",
@@ -157,7 +158,7 @@ def test_masked_encodings_are_made_once_per_mask_and_bounded() -> None:
         "metadata.annotations",
         "status.reason",
     ):
-        version.masked(parse_mask(text))
+        version.masked(View(parse_mask(text)))
     assert len(version._masked) == MASKED_PER_POD
 
 

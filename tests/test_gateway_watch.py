@@ -4,6 +4,7 @@ client cut off with a final ERROR event."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 from typing import Any
 
@@ -22,6 +23,9 @@ from test_gateway_support import (
 )
 
 from pods_api.core.fieldmask import parse_mask
+from pods_api.core.pod import PodVersion
+from pods_api.core.view import View
+from pods_api.core.watch import EventType
 from pods_api.gateway import sse
 from pods_api.gateway.errors import Code
 
@@ -329,13 +333,14 @@ async def test_each_event_is_encoded_once_per_mask_for_all_watchers(
     gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     encoded: list[tuple[int, str]] = []
-    real = sse._event_frame
+    real = sse.ENCODING
 
-    def counting(event: Any, mask: Any) -> bytes:
-        encoded.append((event.revision, mask.key if mask else ""))
-        return real(event, mask)
+    def counting(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
+        if revision is not None:  # a live event, not the snapshot
+            encoded.append((revision, view.key))
+        return real.event(kind, pod, view, revision)
 
-    monkeypatch.setattr(sse, "_event_frame", counting)
+    monkeypatch.setattr(sse, "ENCODING", dataclasses.replace(real, event=counting))
     async with (
         watching(gateway.client) as (_, plain1),
         watching(gateway.client) as (_, plain2),

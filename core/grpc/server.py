@@ -54,7 +54,7 @@ def create_server(core: Core) -> grpc.aio.Server:
     cache = core.cache
     interceptors = [MetricsInterceptor(core.metrics, core.calls), AdmissionInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors)
-    service = PodsService(cache, core.metrics)
+    service = PodsService(cache, core.streams)
     server.add_generic_rpc_handlers([_handlers(c, service, core.calls) for c in Contract])
     _add_health(server, cache)
     names = [c.value for c in Contract] + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
