@@ -19,7 +19,8 @@ from pods_api.core.fieldmask import FieldMask
 class Selector(Protocol):
     """Decides whether a pod is in a view, from the pod's Kubernetes JSON (what `kubectl get -o
     json` prints, Go's zero values included). `key` is the selector's canonical text: two
-    selectors that select the same way have the same key, and a key names one selection only.
+    selectors that select the same way have the same key, a key names one selection only, and
+    "" is the selector of every pod.
     The label/field selector parser (core/selector.py) makes these; any object of this shape
     works."""
 
@@ -55,6 +56,8 @@ class View:
     EVERYTHING: ClassVar[View]
 
     def __post_init__(self) -> None:
+        if self.selector is not None and not self.selector.key:
+            object.__setattr__(self, "selector", None)  # selects every pod: the same view as none
         mask = self.mask.key if self.mask is not None else ""
         key = mask if self.selector is None else f"{mask}{_KEY_SEPARATOR}{self.selector.key}"
         object.__setattr__(self, "key", key)

@@ -31,14 +31,14 @@ class PhaseIs:
     """A stand-in for a parsed field selector (`status.phase=<phase>`): the stream needs only
     a key and a predicate on the pod's JSON."""
 
-    phase: str
+    phase: str  # "": every pod
 
     @property
     def key(self) -> str:
-        return f"status.phase={self.phase}"
+        return f"status.phase={self.phase}" if self.phase else ""
 
     def matches(self, pod: Mapping[str, Any]) -> bool:
-        return bool(pod.get("status", {}).get("phase") == self.phase)
+        return not self.phase or pod.get("status", {}).get("phase") == self.phase
 
 
 def pod(uid: str, phase: str = "Running", label: str = "a") -> PodVersion:
@@ -80,6 +80,7 @@ def test_a_view_has_a_stable_key_and_compares_by_it() -> None:
     assert hash(View(mask, PhaseIs("Running"))) == hash(
         View(parse_mask("spec.nodeName,status.phase"), PhaseIs("Running"))
     )
+    assert View(mask, PhaseIs("")).key == View(mask).key  # a selector of everything: no selector
     with pytest.raises(dataclasses.FrozenInstanceError):
         View.EVERYTHING.mask = mask  # type: ignore[misc]
 
