@@ -44,7 +44,9 @@ def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes
     return head + pods_doc_pb2.PodWatchResponse(type=kind.name).SerializeToString()
 
 
-def _encoding(contract: Contract) -> Encoding:
+def watch_encoding(contract: Contract) -> Encoding:
+    """How a watch is written on one contract: the frames the stream caches for it."""
+
     def event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
         return watch_frame(contract, kind, pod.masked(view).pb)
 
@@ -60,7 +62,7 @@ class PodsService:
     def __init__(self, cache: PodCache, streams: WatchStreams) -> None:
         self._cache = cache
         self._streams = streams
-        self._encodings = {contract: _encoding(contract) for contract in Contract}
+        self._encodings = {contract: watch_encoding(contract) for contract in Contract}
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         view = await _view(context)
