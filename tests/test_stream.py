@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pods_api.core.cache import PodCache
 from pods_api.core.fieldmask import parse_mask
 from pods_api.core.pod import PodVersion
+from pods_api.core.selector import parse_selector
 from pods_api.core.stream import Encoding, WatchStreams, change
 from pods_api.core.view import View
 from pods_api.core.watch import EventType, FellBehind, PodEvent, ServerStopping, WatchHub
@@ -146,6 +147,26 @@ async def test_a_selector_turns_leaving_into_deleted_and_entering_into_added() -
     # The DELETED of a pod that left carries the last version that matched, as the API server
     # sends it, with the revision of the change that made it leave.
     assert got[1][3]["status"] == {"phase": "Running"}
+
+
+async def test_the_selector_parser_plugs_into_a_view() -> None:
+    """core/selector.py's selectors are what a View carries; the stand-in above only shortens
+    the other tests."""
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("1", label="a"), pod("2", label="b")])
+    view = View(parse_mask("status.phase"), parse_selector("l=a", "status.phase=Running"))
+    assert View(None, parse_selector()) == View.EVERYTHING
+    with streams.open(view) as watch:
+        frames = watch.frames(PLAIN)
+        assert [(f[0], f[2]) for f in await take(frames, 2)] == [("ADDED", "1"), ("SYNCED", False)]
+        sink.upsert(pod("2", label="a"))  # label now matches
+        sink.upsert(pod("1", "Failed", label="a"))  # phase no longer matches
+        got = await take(frames, 2)
+    assert [(f[0], f[2], f[3]["status"]) for f in got] == [
+        ("ADDED", "2", {"phase": "Running"}),
+        ("DELETED", "1", {"phase": "Running"}),
+    ]
 
 
 async def test_a_resumed_watch_replays_through_the_view() -> None:
