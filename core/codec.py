@@ -327,7 +327,7 @@ def _scalar(kind: str, value: Any, path: str) -> Any:
         raise CodecError(path, f"expected integer, got {_show(value)}")
     low, high = _INT_RANGE[kind]
     if not low <= value <= high:
-        raise CodecError(path, f"integer {value} out of range for {kind}")
+        raise CodecError(path, f"integer {_show(value)} out of range for {kind}")
     return value
 
 
@@ -359,9 +359,40 @@ def parse_time(text: str, path: str = "") -> tuple[int, int]:
 
 
 def _show(value: Any) -> str:
-    """A value as an error message quotes it: JSON, cut short."""
+    """A value as an error message quotes it: JSON, cut short. Never raises, whatever the value:
+    this runs on hostile input (a 1000-deep list, a 10,000-digit integer), and an error path
+    that raises turns a clear per-file error into a failed source."""
     try:
         text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    except TypeError:  # nested deeper than orjson writes, a non-string key, bytes, a huge int
+        text = _brief(value, _SHOW_DEPTH)
+    return text if len(text) <= _SHOW_CHARS else text[: _SHOW_CHARS - 3] + "..."
+
+
+# How much of a value an error message quotes: enough to recognise it, bounded for any input.
+_SHOW_CHARS = 60
+_SHOW_DEPTH = 3
+_SHOW_ITEMS = 4
+
+
+def _brief(value: Any, depth: int) -> str:
+    """A short JSON-like rendering that looks at most `depth` levels and a few items deep."""
+    if isinstance(value, dict | list):
+        if depth == 0:
+            return "{...}" if isinstance(value, dict) else "[...]"
+        if isinstance(value, dict):
+            shown = [f"{_brief(k, 0)}: {_brief(v, depth - 1)}" for k, v in list(value.items())[:_SHOW_ITEMS]]
+            more = ", ..." if len(value) > _SHOW_ITEMS else ""
+            return "{" + ", ".join(shown) + more + "}"
+        shown = [_brief(v, depth - 1) for v in value[:_SHOW_ITEMS]]
+        return "[" + ", ".join(shown) + (", ..." if len(value) > _SHOW_ITEMS else "") + "]"
+    if isinstance(value, bool) or value is None:
+        return orjson.dumps(value).decode()
+    if isinstance(value, int):
+        # str() of an int over 4300 digits raises ValueError; a size says enough.
+        return str(value) if value.bit_length() <= 64 else f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, str | bytes):
+        return repr(value[:_SHOW_CHARS])
+    if isinstance(value, float):
+        return repr(value)
+    return f"<{type(value).__name__}>"

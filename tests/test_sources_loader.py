@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 from pathlib import Path
@@ -261,3 +262,61 @@ def test_reporter_logs_and_counts_each_problem_once(caplog: pytest.LogCaptureFix
 def test_alias_bombs_and_loops_are_refused(text: str) -> None:
     with pytest.raises(ManifestError, match="YAML aliases are expanded"):
         parse_documents(text.encode(), "bomb.yaml")
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile nesting: the error path itself must never raise
+
+
+def _nested(kind: str, depth: int) -> str:
+    """`depth` lists (or single-key objects) inside one another, as JSON text."""
+    if kind == "list":
+        return "[" * depth + "]" * depth
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+# Where a value that is not a string, an object or a list of objects does not belong.
+_PLACES = [
+    ("metadata.name", lambda v: {"metadata": {"name": v, "uid": "u"}}),
+    ("metadata.labels", lambda v: {"metadata": {"name": "a", "uid": "u", "labels": {"app": v}}}),
+    ("metadata.annotations", lambda v: {"metadata": {"name": "a", "uid": "u", "annotations": v}}),
+    ("spec.containers", lambda v: {"metadata": {"name": "a", "uid": "u"}, "spec": {"containers": v}}),
+    (
+        "spec.containers[0].image",
+        lambda v: {
+            "metadata": {"name": "a", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": v}]},
+        },
+    ),
+    ("status.hostIP", lambda v: {"metadata": {"name": "a", "uid": "u"}, "status": {"hostIP": v}}),
+]
+
+
+# Not hypothesis: it raises the recursion limit while a test runs, which hid this very defect.
+@pytest.mark.parametrize("place", _PLACES, ids=[field for field, _ in _PLACES])
+@pytest.mark.parametrize("kind", ["list", "object"])
+@pytest.mark.parametrize("depth", [1, 256, 1000, 1020])
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+@pytest.mark.parametrize("fmt", [FIXTURE_FORMAT, KUBELET_FORMAT], ids=["fixture", "kubelet"])
+def test_deeply_nested_values_are_a_clear_error_wherever_they_are(
+    place: tuple[str, Any], kind: str, depth: int, as_yaml: bool, fmt: loader.Format
+) -> None:
+    field, build = place
+    marker = "__VALUE__"
+    skeleton = json.dumps({"apiVersion": "v1", "kind": "Pod", **build(marker)})
+    text = skeleton.replace(f'"{marker}"', _nested(kind, depth))
+    if as_yaml:  # YAML's flow style: the same nesting, read by the YAML parser instead
+        text = "# yaml\n" + text
+    warnings: list[str] = []
+    try:
+        for where, obj in objects(text, fmt):
+            loader.decode_pod(obj, where, "f.yaml", warnings)
+    except ManifestError as exc:  # the only exception allowed, and it is one line naming the file
+        message = str(exc)
+        assert message.startswith("f.yaml: ") and "\n" not in message and len(message) < 500
+        if depth > 1:
+            assert (
+                field.split("[")[0].split(".")[0] in message
+                or "nested too deeply" in message
+                or "JSON" in message
+            )
