@@ -16,7 +16,8 @@ from test_sources_common import Harness, by_name, dump, harness_fixture, pod, wr
 
 import pods_api.core.sources.directory
 from pods_api.core.sources.loader import MAX_MANIFEST_BYTES
-from pods_api.core.sources.manifests import CONFIG_HASH, CONFIG_SEEN, CONFIG_SOURCE, ManifestDirSource
+from pods_api.core.sources.manifests import ManifestDirSource
+from pods_api.core.sources.staticpod import CONFIG_HASH, CONFIG_SEEN, CONFIG_SOURCE
 from pods_api.core.watch import EventType
 
 NODE = "Node-1"  # mixed case: the kubelet lowercases it in pod names only

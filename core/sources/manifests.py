@@ -1,48 +1,22 @@
 """`--manifests DIR`: the kubelet's static pods (staticPodPath), read and changed as the kubelet
-reads and changes them. `StaticPodRules` is also what the manifest URL source applies.
-
-What the kubelet's config sources do to each pod (pkg/kubelet/config/common.go, config.go):
-  - reject what it would not admit: no name, no containers, bad or duplicate container names,
-    a container without an image, a name that is not a DNS subdomain with the node name appended;
-  - a missing metadata.uid becomes a hash of the pod, the node name and the file (or URL), so it
-    is stable across restarts and changes when the pod does (an edit is a new pod);
-  - name `<name>-<node name>`, namespace `default` if empty, spec.nodeName;
-  - annotations kubernetes.io/config.hash (the uid), config.source (file or http) and
-    config.seen (when this uid was first seen; kept for as long as the uid is served);
-  - files only: a toleration of every NoExecute taint, so node problems do not evict it;
-  - status.phase Pending: the config source sets it, overriding any status in the file.
-Not done: the API server's field defaulting (restartPolicy, dnsPolicy, ...), so those fields stay
-as written.
+reads and changes them; the rules themselves are in `staticpod.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
+import argparse
 import os
-import re
-import time
-from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
-import orjson
-
+from pods_api.core import argtypes
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources import ErrorCounter, Source, SourceContext
 from pods_api.core.sources.directory import DirectorySource
-from pods_api.core.sources.loader import KUBELET_FORMAT, ManifestError, decode_pod, locate, pod_objects
+from pods_api.core.sources.loader import KUBELET_FORMAT, pod_objects
+from pods_api.core.sources.staticpod import StaticPodRules
 
-CONFIG_HASH = "kubernetes.io/config.hash"
-CONFIG_SOURCE = "kubernetes.io/config.source"
-CONFIG_SEEN = "kubernetes.io/config.seen"
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS_LABEL_MAX = 63
-_DNS_SUBDOMAIN_MAX = 253
-
-# Static pods must survive node problems: the kubelet adds this toleration to every file pod.
-_NO_EXECUTE_TOLERATION = {"operator": "Exists", "effect": "NoExecute"}
+# The kubelet's --file-check-frequency default: how often it re-lists the directory.
+DEFAULT_RESYNC = 20.0
 
 
 class ManifestDirSource(DirectorySource):
@@ -53,7 +27,7 @@ class ManifestDirSource(DirectorySource):
         path: Path,
         *,
         node_name: str,
-        resync: float = 20.0,
+        resync: float = DEFAULT_RESYNC,
         on_error: ErrorCounter | None = None,
     ) -> None:
         self.name = f"manifests:{path}"
@@ -73,130 +47,33 @@ class ManifestDirSource(DirectorySource):
         self._rules.retain({pod.uid for pod in pods})
 
 
-class StaticPodRules:
-    """The kubelet's checks and changes for pods from one config source ("file" or "http")."""
-
-    def __init__(self, node_name: str, *, config_source: str) -> None:
-        self.node_name = node_name
-        self.config_source = config_source
-        self._seen: dict[str, str] = {}  # uid -> config.seen, while the uid is served
-
-    def build(
-        self, obj: dict[str, Any], where: str, origin: str, source_id: str, warnings: list[str]
-    ) -> PodVersion:
-        """The pod as the kubelet would run it; raises ManifestError. `source_id` (a file's path
-        or the URL) goes into a generated uid."""
-        base = decode_pod(obj, where, origin, warnings)
-        problems = validate_static_pod(base.json, self.node_name)
-        if problems:
-            raise ManifestError(origin, locate(where, "invalid pod: " + "; ".join(problems)))
-        uid = base.uid or self._generate_uid(base, source_id)
-        pod = orjson.loads(base.json_bytes)  # a private copy: base.json is shared
-        self._apply_defaults(pod, uid)
-        return PodVersion.from_json(pod)
-
-    def retain(self, uids: Collection[str]) -> None:
-        """Forget when pods no longer served were first seen: if one comes back it is new."""
-        self._seen = {uid: seen for uid, seen in self._seen.items() if uid in uids}
-
-    def _generate_uid(self, pod: PodVersion, source_id: str) -> str:
-        # The kubelet: a hash of the decoded pod, then "host:<node>file:<path>" or "url:<url>".
-        # Its hash is over Go's in-memory dump of the pod, which cannot be reproduced here; this
-        # is over the canonical JSON, so it is as stable and as sensitive to changes.
-        hasher = hashlib.md5(usedforsecurity=False)
-        hasher.update(pod.json_bytes)
-        if self.config_source == "file":
-            hasher.update(f"host:{self.node_name}file:{source_id}".encode())
-        else:
-            hasher.update(f"url:{source_id}".encode())
-        return hasher.hexdigest()
-
-    def _apply_defaults(self, pod: dict[str, Any], uid: str) -> None:
-        meta = pod.setdefault("metadata", {})
-        meta["uid"] = uid
-        meta["name"] = static_pod_name(meta["name"], self.node_name)
-        if not meta.get("namespace"):
-            meta["namespace"] = "default"
-        spec = pod.setdefault("spec", {})
-        spec["nodeName"] = self.node_name
-        annotations = meta.setdefault("annotations", {})
-        annotations[CONFIG_HASH] = uid
-        annotations[CONFIG_SOURCE] = self.config_source
-        # Kept per uid: a fresh time on every resync would make every resync a MODIFIED.
-        annotations[CONFIG_SEEN] = self._seen.setdefault(uid, _rfc3339_nano(time.time_ns()))
-        if self.config_source == "file":
-            _add_or_update_toleration(spec, _NO_EXECUTE_TOLERATION)
-        pod.setdefault("status", {})["phase"] = "Pending"
+SOURCE_FLAGS: tuple[str, ...] = ("--manifests DIR",)
 
 
-def static_pod_name(name: str, node_name: str) -> str:
-    """The kubelet's generatePodName: unique among nodes."""
-    return f"{name}-{node_name.lower()}"
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--manifests",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a static pod directory, as the kubelet's --pod-manifest-path (repeatable)",
+    )
+    add(
+        "--manifests-resync",
+        type=argtypes.positive,
+        default=DEFAULT_RESYNC,
+        metavar="SECONDS",
+        help=f"re-list the manifest directory this often, as the kubelet does (default {DEFAULT_RESYNC:g})",
+    )
 
 
-def validate_static_pod(pod: dict[str, Any], node_name: str) -> list[str]:
-    """What kubelet admission (ValidatePodCreate) would reject, for the mistakes people make in a
-    manifest; `pod` is canonical JSON (types already checked by the codec)."""
-    meta, spec = pod.get("metadata", {}), pod.get("spec", {})
-    problems = _name_problems(meta, node_name)
-    if not spec.get("containers"):
-        problems.append("spec.containers: at least one container is required")
-    if spec.get("ephemeralContainers"):
-        problems.append("spec.ephemeralContainers: cannot be set on create")
-    names: set[str] = set()
-    for group in ("initContainers", "containers"):
-        for i, container in enumerate(spec.get(group, [])):
-            problems += _container_problems(container, f"spec.{group}[{i}]", names)
-    return problems
-
-
-def _name_problems(meta: dict[str, Any], node_name: str) -> list[str]:
-    problems = []
-    name, namespace = meta.get("name", ""), meta.get("namespace", "")
-    if not name:
-        problems.append("metadata.name is required")
-    else:
-        full = static_pod_name(name, node_name)
-        if len(full) > _DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.fullmatch(full):
-            problems.append(
-                f"metadata.name: {full!r} (with the node name appended) is not a DNS-1123 subdomain"
-            )
-    if namespace and (len(namespace) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(namespace)):
-        problems.append(f"metadata.namespace: {namespace!r} is not a DNS-1123 label")
-    return problems
-
-
-def _container_problems(container: dict[str, Any], at: str, names: set[str]) -> list[str]:
-    problems = []
-    name = container.get("name", "")
-    if not name:
-        problems.append(f"{at}.name is required")
-    elif len(name) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(name):
-        problems.append(f"{at}.name: {name!r} is not a DNS-1123 label")
-    elif name in names:
-        problems.append(f"{at}.name: duplicate container name {name!r}")
-    names.add(name)
-    if not container.get("image"):
-        problems.append(f"{at}.image is required")
-    return problems
-
-
-def _add_or_update_toleration(spec: dict[str, Any], toleration: dict[str, str]) -> None:
-    """The kubelet's AddOrUpdateTolerationInPod: one with the same key, operator, value and effect
-    is replaced; otherwise it is appended."""
-
-    def same(t: dict[str, Any]) -> bool:
-        return all(t.get(k, "") == toleration.get(k, "") for k in ("key", "operator", "value", "effect"))
-
-    tolerations = spec.get("tolerations", [])
-    if any(same(t) for t in tolerations):
-        spec["tolerations"] = [dict(toleration) if same(t) else t for t in tolerations]
-    else:
-        spec["tolerations"] = [*tolerations, dict(toleration)]
-
-
-def _rfc3339_nano(ns: int) -> str:
-    """Go's time.RFC3339Nano in UTC, as the kubelet writes config.seen: trailing zeros dropped."""
-    seconds, nanos = divmod(ns, 1_000_000_000)
-    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + fraction + "Z"
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    # A directory missing at start is fine: the kubelet waits for it to appear, and so do we.
+    return [
+        ManifestDirSource(
+            path, node_name=context.node_name, resync=args.manifests_resync, on_error=context.on_error
+        )
+        for path in args.manifests
+    ]
