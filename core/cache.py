@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -75,6 +76,16 @@ class Gate:
         self._cache = cache
         self.name = name
         self.open = False
+        self._thread = threading.get_ident()  # the event loop's, where sources are registered
+
+    def _check_thread(self) -> None:
+        """Sinks are called on the event loop's thread only: the cache takes no lock, so a call
+        from another thread (a thread-based client library's callback) would corrupt it quietly."""
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(
+                f"pod source {self.name} called its sink from another thread; sinks are called on "
+                "the event loop's thread only (use loop.call_soon_threadsafe)"
+            )
 
     def set_open(self) -> None:
         if not self.open:
@@ -84,7 +95,10 @@ class Gate:
 
 class SourceSink(Gate):
     """What a source writes to: its pods, by their own UIDs. Which of them are served, and
-    under which UID, is the cache's identity policy's decision (core/identity.py)."""
+    under which UID, is the cache's identity policy's decision (core/identity.py).
+
+    Called on the event loop's thread only (the thread that registered the source); a call from
+    any other thread raises RuntimeError instead of corrupting the cache."""
 
     def __init__(self, cache: PodCache, name: str) -> None:
         super().__init__(cache, name)
@@ -97,17 +111,21 @@ class SourceSink(Gate):
 
     def replace(self, pods: Iterable[PodVersion]) -> None:
         """This source's complete set of pods now: relist, poll and resync all come here."""
+        self._check_thread()
         self._cache._replace(self, list(pods))
 
     def upsert(self, pod: PodVersion) -> None:
+        self._check_thread()
         self._cache._publish(self._cache._contribute(self, pod))
 
     def delete(self, uid: str) -> None:
+        self._check_thread()
         if uid in self.served_as:
             self._cache._publish(self._cache._withdraw(self, uid))
 
     def mark_synced(self) -> None:
         """The source has delivered its first complete state."""
+        self._check_thread()
         self.set_open()
 
 
@@ -123,6 +141,7 @@ class OverlaySink(Gate):
         self._given: dict[str, Mapping[str, Any]] = {}  # as handed over, to skip re-decoding
 
     def set_status(self, uid: str, status: Mapping[str, Any]) -> None:
+        self._check_thread()
         canonical = self._canonical(uid, status)
         if canonical is not None:
             self._given[uid] = copy.deepcopy(dict(status))
@@ -130,12 +149,14 @@ class OverlaySink(Gate):
 
     def clear(self, uid: str) -> None:
         """This overlay has nothing more to say about `uid`."""
+        self._check_thread()
         self._given.pop(uid, None)
         if self.statuses.pop(uid, None) is not None:
             self._cache._publish(self._cache._settle(uid))
 
     def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None:
         """The overlay's complete set of statuses now; all are checked before any is used."""
+        self._check_thread()
         checked = {uid: self._canonical(uid, status) for uid, status in statuses.items()}
         events: list[PodEvent] = []
         for uid in sorted(self.statuses.keys() - statuses.keys()):
@@ -153,6 +174,7 @@ class OverlaySink(Gate):
         return self._cache.get(uid)
 
     def mark_synced(self) -> None:
+        self._check_thread()
         self.set_open()
 
     def _canonical(self, uid: str, status: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import socket
 import sys
@@ -15,6 +16,10 @@ import orjson
 
 from pods_api import __version__
 from pods_api.core import sockets
+from pods_api.core.argtypes import mode as _mode
+from pods_api.core.argtypes import non_negative as _non_negative
+from pods_api.core.argtypes import positive as _positive
+from pods_api.core.argtypes import positive_int as _positive_int
 from pods_api.core.config import (
     DEFAULT_MAX_WATCHERS,
     DEFAULT_SOCKET,
@@ -23,8 +28,8 @@ from pods_api.core.config import (
     Config,
 )
 from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from pods_api.core.sources import SourceContext, registry
 
-SOURCE_FLAGS = "--fixtures DIR, --manifests DIR, --manifest-url URL"
 GRPC_SOCKET_NAME = "pods-api.sock"
 
 
@@ -35,55 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="serve the Pods API (gRPC) and its HTTP gateway",
-        description=f"Serve the Pods API from one or more pod sources ({SOURCE_FLAGS}).",
+        description=f"Serve the Pods API from one or more pod sources ({registry.source_flags()}).",
     )
     add = serve.add_argument
     add("--node-name", help="this node's name (default: the host name)")
-    add(
-        "--fixtures",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="pod manifests served as written, status included (repeatable)",
-    )
-    add(
-        "--manifests",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="a static pod directory, as the kubelet's --pod-manifest-path (repeatable)",
-    )
-    add(
-        "--manifests-resync",
-        type=_positive,
-        default=20.0,
-        metavar="SECONDS",
-        help="re-list the manifest directory this often, as the kubelet does (default 20)",
-    )
-    add(
-        "--manifest-url",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="a static pod manifest URL, as the kubelet's --manifest-url (repeatable)",
-    )
-    add(
-        "--manifest-url-header",
-        action="append",
-        default=[],
-        type=_header,
-        metavar="'NAME: VALUE'",
-        help="a header sent with every manifest URL request (repeatable)",
-    )
-    add(
-        "--manifest-url-interval",
-        type=_positive,
-        default=20.0,
-        metavar="SECONDS",
-        help="poll the manifest URL this often (default 20)",
-    )
+    registry.add_flags(serve)
     add(
         "--run-dir",
         type=Path,
@@ -151,11 +112,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
         value = getattr(args, flag)
         if value is not None:
             sockets.parse_loopback(value, "--" + flag.replace("_", "-"))
-    for path in args.fixtures:
-        if not path.is_dir():
-            raise ValueError(f"--fixtures {path}: not a directory")
+    node_name = (args.node_name or socket.gethostname()).lower()
+    # Built once here to check every source flag before anything starts (ValueError: exit 2);
+    # the server builds them again with its error counters.
+    if not registry.from_args(args, SourceContext(node_name)):
+        raise ValueError(f"no pod source: give at least one of {registry.source_flags()}")
     return Config(
-        node_name=(args.node_name or socket.gethostname()).lower(),
+        node_name=node_name,
         socket=grpc_socket,
         http_socket=http_socket,
         http_listen=args.http_listen,
@@ -168,12 +131,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         metrics_listen=args.metrics_listen,
         ready_delay=args.ready_delay,
         heartbeat=args.heartbeat,
-        fixtures=args.fixtures,
-        manifests=args.manifests,
-        manifests_resync=args.manifests_resync,
-        manifest_urls=args.manifest_url,
-        manifest_url_headers=args.manifest_url_header,
-        manifest_url_interval=args.manifest_url_interval,
+        sources=functools.partial(registry.from_args, args),
     )
 
 
@@ -181,8 +139,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
     _setup_logging(args.log_level, args.log_format)
-    if not (args.fixtures or args.manifests or args.manifest_url):
-        parser.error(f"no pod source: give at least one of {SOURCE_FLAGS}")
     try:
         config = config_from_args(args)
         if args.run_dir and not args.run_dir.exists():
@@ -198,48 +154,6 @@ def main(argv: list[str] | None = None) -> None:
     except (StartupError, OSError, ValueError) as exc:
         print(f"pods-api: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
-    except ExceptionGroup:  # a pod source failed; it logged why
-        raise SystemExit(1) from None
-
-
-# -- flag types: each names what was wrong -------------------------------------------------------
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return int(text)
-
-
-def _mode(text: str) -> int:
-    try:
-        mode = int(text, 8)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an octal mode like 0600") from None
-    if mode & ~0o777:
-        raise argparse.ArgumentTypeError(f"{text!r} has bits beyond 0777")
-    return mode
-
-
-def _header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition(":")
-    if not sep or not name.strip():
-        raise argparse.ArgumentTypeError("expected 'Name: value'")  # not echoed: it may hold a token
-    return name.strip(), value.strip()
 
 
 # -- logging -----------------------------------------------------------------------------------

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from pods_api.core.sources import Source, SourceContext
 
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
@@ -31,12 +33,8 @@ class Config:
     metrics_listen: str | None = None
     ready_delay: float = 0.0
     heartbeat: float = 15.0
-    fixtures: list[Path] = field(default_factory=list)
-    manifests: list[Path] = field(default_factory=list)
-    manifests_resync: float = 20.0
-    manifest_urls: list[str] = field(default_factory=list)
-    manifest_url_headers: list[tuple[str, str]] = field(default_factory=list)
-    manifest_url_interval: float = 20.0
+    # Builds the pod sources (the command line checked that it can); see core/sources/registry.py.
+    sources: Callable[[SourceContext], list[Source]] = lambda context: []
 
     @property
     def http_socket_path(self) -> Path:

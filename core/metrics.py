@@ -52,6 +52,12 @@ class Metrics:
             ("source",),
             registry=r,
         )
+        self.source_restarts = Counter(
+            "pods_api_source_restarts",
+            "Pod sources restarted after an unexpected failure (each is logged with its reason).",
+            ("source",),
+            registry=r,
+        )
         r.register(_CacheCollector(cache))
 
     def record_request(self, api_version: str, method: str, code: Code) -> None:

@@ -20,7 +20,8 @@ from pods_api.core.cache import SourceSink
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.runtime import Core, build_core
-from pods_api.core.sources import Source
+from pods_api.core.sources import Source, SourceContext
+from pods_api.core.sources.supervisor import supervise
 from pods_api.gateway.app import create_app
 
 log = logging.getLogger(__name__)
@@ -35,29 +36,10 @@ class StartupError(Exception):
 
 
 def build_sources(config: Config, core: Core) -> list[Source]:
-    from pods_api.core.sources.fixtures import FixturesSource
-    from pods_api.core.sources.manifests import ManifestDirSource
-    from pods_api.core.sources.url import ManifestURLSource
-
     def count(source: str, reason: str) -> None:
         core.metrics.source_errors.labels(source).inc()
 
-    sources: list[Source] = [FixturesSource(path, on_error=count) for path in config.fixtures]
-    sources += [
-        ManifestDirSource(path, node_name=config.node_name, resync=config.manifests_resync, on_error=count)
-        for path in config.manifests
-    ]
-    sources += [
-        ManifestURLSource(
-            url,
-            node_name=config.node_name,
-            headers=config.manifest_url_headers,
-            interval=config.manifest_url_interval,
-            on_error=count,
-        )
-        for url in config.manifest_urls
-    ]
-    return sources
+    return config.sources(SourceContext(config.node_name, on_error=count))
 
 
 class _Uvicorn(uvicorn.Server):
@@ -87,7 +69,7 @@ async def serve(config: Config) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_run_source(s, sink), name=s.name) for s, sink in sinks]
+            tasks = [group.create_task(_run_source(s, sink, core), name=s.name) for s, sink in sinks]
             log.info(
                 "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
                 config.socket,
@@ -107,14 +89,9 @@ async def serve(config: Config) -> None:
             sockets.remove(path)
 
 
-async def _run_source(source: Source, sink: SourceSink) -> None:
-    try:
-        await source.run(sink)
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("pod source %s failed; stopping", source.name)
-        raise
+async def _run_source(source: Source, sink: SourceSink, core: Core) -> None:
+    """A source under supervision: its failures restart it, and never end the server."""
+    await supervise(source, sink, on_restart=lambda name: core.metrics.source_restarts.labels(name).inc())
 
 
 async def _start_grpc(core: Core) -> grpc.aio.Server:

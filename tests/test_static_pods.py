@@ -55,9 +55,9 @@ class Watch:
         self._channel = grpc.aio.insecure_channel(served.target)
         self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
 
-    async def next(self, count: int = 1) -> list[tuple[int, dict[str, Any]]]:
+    async def next(self, count: int = 1, within: float = TIMEOUT) -> list[tuple[int, dict[str, Any]]]:
         out = []
-        async with asyncio.timeout(TIMEOUT):
+        async with asyncio.timeout(within):
             while len(out) < count:
                 event = await self._call.read()
                 out.append((event.type, pod_from_bytes(event.pod)))

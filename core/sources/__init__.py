@@ -6,11 +6,33 @@
 `sink.delete`), calls `sink.mark_synced()` once its first state is complete, and runs until
 cancelled. A source that fails keeps its last good state: it logs, counts, retries, and never
 hands over "no pods" for "could not read".
+
+The sink is called on the event loop's thread, and only there: the cache is not locked, so a
+call from another thread (a worker doing I/O, a thread-based client library's callback) would
+corrupt it quietly; the sink raises RuntimeError instead. Do the work in a thread if you must
+(`await asyncio.to_thread(...)`), and call the sink after the await.
+
+An exception that escapes `run` is a bug or an input nobody thought of: the server's supervisor
+(`supervisor.py`) logs it with the source's name, counts it, and runs the source again after a
+backoff. The sink, and so the source's pods and readiness, outlive the restart.
+
+Adding a source: a module `core/sources/<name>.py` with the source class and two functions,
+
+    def add_flags(parser: argparse.ArgumentParser) -> None       # its own flags
+    def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]
+
+and a `SOURCE_FLAGS` tuple naming the flags that turn it on (for the "no pod source" message).
+`from_args` returns no sources when its flags are absent, and raises ValueError naming the flag
+and the value for anything wrong that can be seen before serving (the command line then exits 2
+with that one line). Then add the module to `SOURCE_MODULES` in `registry.py`: the command line,
+the server and the README's flag list take it from there.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from pods_api.core.cache import SourceSink
@@ -20,6 +42,24 @@ ErrorCounter = Callable[[str, str], None]
 
 
 class Source(Protocol):
-    name: str
+    name: str  # unique among the sources; names readiness, logs and metric labels, never a secret
 
     async def run(self, sink: SourceSink) -> None: ...
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a source is built with besides its own flags."""
+
+    node_name: str  # this node's name, lowercased
+    on_error: ErrorCounter | None = None  # None while the flags are only being checked
+
+
+class SourceModule(Protocol):
+    """A module that holds one kind of source (see above)."""
+
+    SOURCE_FLAGS: tuple[str, ...]
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def from_args(self, args: argparse.Namespace, context: SourceContext) -> list[Source]: ...

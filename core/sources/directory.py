@@ -114,6 +114,7 @@ class DirectorySource:
     async def _scan_into(self, sink: SourceSink) -> None:
         # Reading and decoding run in a thread: a slow disk or a big fixture set must not stall
         # the event loop that serves the API. Scans never overlap, so the state is not shared.
+        # The sink is called back here, on the loop's thread, as it must be.
         scan = await asyncio.to_thread(self._scan)
         self._reporter.report(scan.errors, scan.warnings)
         if scan.pods is not None:
@@ -186,14 +187,16 @@ class DirectorySource:
         return True
 
     def _decode_into(self, state: _File, origin: str, data: bytes) -> None:
-        state.data = data
         warnings: list[str] = []
+        # `data` is recorded only once decoding ends (an unexpected exception leaves the state
+        # as it was): a restarted source then decodes these bytes again instead of taking them
+        # for bytes already decoded.
         try:
             pods = self._decode(origin, data, warnings)
         except ManifestError as exc:
-            state.decode_error = str(exc)  # the pods from earlier bytes stay
+            state.data, state.decode_error = data, str(exc)  # the pods from earlier bytes stay
             return
-        state.pods, state.warnings, state.decode_error = pods, warnings, None
+        state.data, state.pods, state.warnings, state.decode_error = data, pods, warnings, None
 
     # -- watching ------------------------------------------------------------------------------
 

@@ -5,10 +5,11 @@ Edits are served within a second; a file that stops parsing keeps its last good 
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources import ErrorCounter, Source, SourceContext
 from pods_api.core.sources.directory import DirectorySource
 from pods_api.core.sources.loader import FIXTURE_FORMAT, ManifestError, decode_pod, locate, pod_objects
 
@@ -43,3 +44,24 @@ class FixturesSource(DirectorySource):
                 raise ManifestError(origin, locate(where, "metadata.name is required"))
             pods.append(pod)
         return pods
+
+
+SOURCE_FLAGS: tuple[str, ...] = ("--fixtures DIR",)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fixtures",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="pod manifests served as written, status included (repeatable)",
+    )
+
+
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    for path in args.fixtures:
+        if not path.is_dir():
+            raise ValueError(f"--fixtures {path}: not a directory")
+    return [FixturesSource(path, on_error=context.on_error) for path in args.fixtures]
