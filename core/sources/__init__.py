@@ -42,6 +42,9 @@ ErrorCounter = Callable[[str, str], None]
 
 
 class Source(Protocol):
+    """A pod source. `run(sink)` runs until cancelled and calls the sink on the event loop's
+    thread only (the sink raises RuntimeError otherwise); see the module docstring."""
+
     name: str  # unique among the sources; names readiness, logs and metric labels, never a secret
 
     async def run(self, sink: SourceSink) -> None: ...
