@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import functools
 import logging
+import os
 import socket
 import sys
 import time
@@ -21,6 +22,7 @@ from pods_api.core.argtypes import non_negative as _non_negative
 from pods_api.core.argtypes import positive as _positive
 from pods_api.core.argtypes import positive_int as _positive_int
 from pods_api.core.config import (
+    BRIDGE_SOCKET,
     DEFAULT_MAX_WATCHERS,
     DEFAULT_SOCKET,
     DEFAULT_WATCH_BUFFER,
@@ -51,7 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help=f"put every socket under DIR ({GRPC_SOCKET_NAME}, {HTTP_SOCKET_NAME}), for unprivileged use",
     )
-    add("--socket", type=Path, help=f"the gRPC socket (default {DEFAULT_SOCKET})")
+    add(
+        "--socket",
+        type=Path,
+        help=f"the gRPC socket (default {DEFAULT_SOCKET}; with --kubelet-socket, {BRIDGE_SOCKET})",
+    )
     add(
         "--http-socket",
         type=Path,
@@ -106,8 +112,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    grpc_socket = args.socket or (args.run_dir / GRPC_SOCKET_NAME if args.run_dir else DEFAULT_SOCKET)
+    kubelet_socket: Path | None = args.kubelet_socket
+    default_socket = BRIDGE_SOCKET if kubelet_socket else DEFAULT_SOCKET
+    grpc_socket = args.socket or (args.run_dir / GRPC_SOCKET_NAME if args.run_dir else default_socket)
     http_socket = args.http_socket or (args.run_dir / HTTP_SOCKET_NAME if args.run_dir else None)
+    if kubelet_socket is not None:
+        for ours in (grpc_socket, http_socket or grpc_socket.parent / HTTP_SOCKET_NAME):
+            if _same_file(ours, kubelet_socket):
+                raise ValueError(
+                    f"--kubelet-socket {kubelet_socket} is also where pods-api would serve ({ours}): "
+                    "our socket must never be the kubelet's; give --socket or --run-dir elsewhere"
+                )
     for flag in ("http_listen", "metrics_listen"):
         value = getattr(args, flag)
         if value is not None:
@@ -133,6 +148,16 @@ def config_from_args(args: argparse.Namespace) -> Config:
         heartbeat=args.heartbeat,
         sources=functools.partial(registry.from_args, args),
     )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file, through symlinks and relative paths, existing or not."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> None:

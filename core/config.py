@@ -11,6 +11,9 @@ from pods_api.core.sources import Source, SourceContext
 
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
+# Ours when bridging the kubelet (--kubelet-socket): the kubelet owns DEFAULT_SOCKET then, and a
+# bridge must never be mistaken for it. /run is tmpfs: nothing stale survives a reboot.
+BRIDGE_SOCKET = Path("/run/pods-api/pods-api.sock")
 HTTP_SOCKET_NAME = "pods-api-http.sock"
 # The kubelet's watch channel depth: a watcher this many events behind is cut off.
 DEFAULT_WATCH_BUFFER = 100

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from google.protobuf.message import DecodeError
 
-from pods_api.core.codec import pod_from_message, pod_to_message
+from pods_api.core.codec import CodecError, pod_from_message, pod_to_message
 from pods_api.core.fieldmask import FieldMask
 from pods_api.core.lru import LRU
 from pods_api.core.pb import k8s_core_v1_pb2
@@ -58,6 +59,20 @@ class PodVersion:
     def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:
         pod_json = pod_from_message(message)
         return cls(message, message.SerializeToString(deterministic=True), pod_json, orjson.dumps(pod_json))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, message: k8s_core_v1_pb2.Pod | None = None) -> PodVersion:
+        """From a v1.Pod's wire bytes (what the kubelet sends), kept exactly: an unmasked reader
+        gets these very bytes, never our re-encoding. The message (parsed here unless given,
+        and then it must be `data` parsed) is only for indexing, masks and JSON. Raises
+        CodecError."""
+        if message is None:
+            try:
+                message = k8s_core_v1_pb2.Pod.FromString(data)
+            except DecodeError as exc:
+                raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
+        pod_json = pod_from_message(message)
+        return cls(message, data, pod_json, orjson.dumps(pod_json))
 
     @classmethod
     def from_json(cls, obj: Any, warnings: list[str] | None = None) -> PodVersion:

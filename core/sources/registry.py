@@ -6,10 +6,19 @@ from __future__ import annotations
 
 import argparse
 
-from pods_api.core.sources import Source, SourceContext, SourceModule, fixtures, kubeletpods, manifests, url
+from pods_api.core.sources import (
+    Source,
+    SourceContext,
+    SourceModule,
+    fixtures,
+    kubelet,
+    kubeletpods,
+    manifests,
+    url,
+)
 
 # In the order their flags are listed in `--help` and in the "no pod source" message.
-SOURCE_MODULES: tuple[SourceModule, ...] = (fixtures, manifests, url, kubeletpods)
+SOURCE_MODULES: tuple[SourceModule, ...] = (fixtures, manifests, url, kubelet, kubeletpods)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,61 @@
+"""pods_api.client: talk to any Pods API socket — the kubelet's (v1.36+) or pods-api's.
+
+    from pods_api.client import Client, Informer
+
+    async with Client("/var/lib/kubelet/pods-api/pods-api.sock") as client:
+        for pod in await client.list(fields="status.phase"):
+            print(pod.name, pod.json()["status"].get("phase"))
+
+- `Client(socket, contract=Contract.KUBELET)`: `list`, `get`, `watch`, each with an optional
+  field mask (`fields="status.phase,status.podIPs"` or a list of paths). Pods are `Pod`
+  objects holding the server's exact bytes (`raw`); `message` and `json()` decode on demand.
+  The receive limit is raised from gRPC's 4 MiB default, which a list of ~1,000 pods exceeds.
+- `Informer(client)`: list+watch with reconnects, reconciliation without replay, `synced`,
+  `state`, handlers or `async for`.
+- Errors (`pods_api.client.errors`): `NotReady`, `RateLimited`, `NotFound`, `InvalidArgument`,
+  `Unimplemented`, `Unreachable`, `PermissionDenied`, all `PodsAPIError`.
+"""
+
+from pods_api.client.client import (
+    KUBELET_SOCKET,
+    MAX_RECEIVE_BYTES,
+    Client,
+    Contract,
+    EventType,
+    Pod,
+    WatchEvent,
+)
+from pods_api.client.errors import (
+    InvalidArgument,
+    NotFound,
+    NotReady,
+    PermissionDenied,
+    PodsAPIError,
+    RateLimited,
+    Unimplemented,
+    Unreachable,
+)
+from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
+
+__all__ = [
+    "KUBELET_SOCKET",
+    "MAX_RECEIVE_BYTES",
+    "Backoff",
+    "Client",
+    "Contract",
+    "EventType",
+    "Informer",
+    "InformerEvent",
+    "InvalidArgument",
+    "NotFound",
+    "NotReady",
+    "PermissionDenied",
+    "Pod",
+    "PodsAPIError",
+    "RateLimited",
+    "SnapshotMode",
+    "State",
+    "Unimplemented",
+    "Unreachable",
+    "WatchEvent",
+]

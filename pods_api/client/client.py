@@ -1,0 +1,232 @@
+"""`Client`: List, Get and Watch over any Pods API socket (the kubelet's, or pods-api's), on
+either contract, with field masks and typed errors.
+
+Pods come back as the server's bytes (`Pod.raw`, the serialized `v1.Pod`, exactly as sent) and
+are decoded only when asked: `Pod.message` (protobuf) or `Pod.json()` (Kubernetes JSON, as
+kubectl prints it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from pods_api.client.errors import from_rpc_error
+from pods_api.core.codec import CodecError, pod_from_message
+from pods_api.core.pb import k8s_core_v1_pb2, pods_v1alpha1_pb2
+
+# Where the kubelet (v1.36+) serves its Pods API.
+KUBELET_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock"
+FIELDMASK_METADATA = "x-kubernetes-fieldmask"
+# gRPC clients refuse a response over 4 MiB by default. A ListPodsResponse of 1,000 unmasked pods
+# (~4.7 KiB each, a realistic pod with full status) is ~4.8 MB, so a default client fails on a
+# busy bridge; etcd allows a single pod up to 1.5 MiB. 256 MiB takes any node's list (50,000 such
+# pods) while still bounding what a misbehaving peer can make us buffer.
+MAX_RECEIVE_BYTES = 256 * 1024 * 1024
+# A safety net for List and Get (both answer from memory in milliseconds); watches have none.
+CALL_TIMEOUT = 30.0
+# The socket is local, so reconnecting costs one syscall: grpc's default backoff (1 s growing to
+# 120 s) would only keep a restarted server's clients away. Callers' own retry loops set the pace.
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class Contract(Enum):
+    """Which service to call. Both carry the same pod bytes; only the watch frame differs."""
+
+    KUBELET = "v1alpha1.Pods"  # k8s.io/kubelet/pkg/apis/pods/v1alpha1
+    DOCUMENTED = "Pods"  # the Kubernetes documentation page's package-less service
+
+
+class EventType(IntEnum):
+    """The kubelet's v1alpha1.EventType numbers."""
+
+    ADDED = 0
+    MODIFIED = 1
+    DELETED = 2
+    INITIAL_SYNC_COMPLETE = 3
+
+
+class Pod:
+    """One pod as the server sent it. `raw` is the exact bytes; equality compares them."""
+
+    __slots__ = ("_message", "raw")
+
+    def __init__(self, raw: bytes, message: k8s_core_v1_pb2.Pod | None = None) -> None:
+        self.raw = raw
+        self._message = message
+
+    @property
+    def message(self) -> k8s_core_v1_pb2.Pod:
+        """The decoded protobuf (parsed once, on first use; CodecError if the bytes are not a
+        v1.Pod). Treat it as read-only."""
+        if self._message is None:
+            try:
+                self._message = k8s_core_v1_pb2.Pod.FromString(self.raw)
+            except DecodeError as exc:
+                raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
+        return self._message
+
+    @property
+    def uid(self) -> str:
+        return self.message.metadata.uid
+
+    @property
+    def name(self) -> str:
+        return self.message.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.message.metadata.namespace
+
+    def json(self) -> dict[str, Any]:
+        """Kubernetes JSON, as `kubectl get -o json` prints it; a fresh dict on each call."""
+        return pod_from_message(self.message)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pod) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __repr__(self) -> str:
+        return f"Pod({self.namespace}/{self.name}, uid={self.uid}, {len(self.raw)} bytes)"
+
+
+_EVENT_TYPES = frozenset(int(t) for t in EventType)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch frame. `pod` is None only for INITIAL_SYNC_COMPLETE."""
+
+    type: EventType
+    pod: Pod | None
+
+
+def _empty(request: bytes) -> bytes:
+    return request
+
+
+def _list_response(data: bytes) -> list[bytes]:
+    # Both contracts' list responses are `repeated <pod> pods = 1`: read pods as bytes, unparsed.
+    return list(pods_v1alpha1_pb2.ListPodsResponse.FromString(data).pods)
+
+
+def _get_response(data: bytes) -> bytes:
+    return pods_v1alpha1_pb2.GetPodResponse.FromString(data).pod
+
+
+def _kubelet_frame(data: bytes) -> tuple[int, bytes]:
+    event = pods_v1alpha1_pb2.WatchPodsEvent.FromString(data)
+    return event.type, event.pod
+
+
+def _documented_frame(data: bytes) -> tuple[int, bytes]:
+    # PodWatchResponse{Pod pod = 1; EventType type = 2}: read the pod as bytes (GetPodResponse has
+    # the same field 1) so it is never re-encoded, and the type from the field left unknown.
+    head = pods_v1alpha1_pb2.GetPodResponse.FromString(data)
+    unknown = UnknownFieldSet(head)
+    kinds = [unknown[i].data for i in range(len(unknown)) if unknown[i].field_number == 2]
+    return (int(kinds[-1]) if kinds else 0), head.pod
+
+
+def mask_metadata(fields: str | Sequence[str] | None) -> tuple[tuple[str, str], ...]:
+    """The gRPC metadata for a field mask: `"status.phase,status.podIPs"` or a list of paths."""
+    if fields is None:
+        return ()
+    value = fields if isinstance(fields, str) else ",".join(fields)
+    return ((FIELDMASK_METADATA, value),)
+
+
+class Client:
+    """A Pods API client on one UNIX socket. Use as `async with Client(path) as client:`.
+
+    `fields` masks what each pod carries (the server always keeps name, namespace and uid);
+    every method raises the typed errors of `pods_api.client.errors`.
+    """
+
+    def __init__(
+        self,
+        socket: str | Path = KUBELET_SOCKET,
+        *,
+        contract: Contract = Contract.KUBELET,
+        timeout: float = CALL_TIMEOUT,
+        max_receive_bytes: int = MAX_RECEIVE_BYTES,
+    ) -> None:
+        self.socket = str(socket)
+        self.contract = contract
+        self.timeout = timeout
+        options = [
+            (k, max_receive_bytes if k == "grpc.max_receive_message_length" else v)
+            for k, v in _CHANNEL_OPTIONS
+        ]
+        self._channel = grpc.aio.insecure_channel(f"unix:{self.socket}", options=options)
+        service = f"/{contract.value}/"
+        self._list = self._channel.unary_unary(
+            service + "ListPods", request_serializer=_empty, response_deserializer=_list_response
+        )
+        self._get = self._channel.unary_unary(
+            service + "GetPod", request_serializer=_empty, response_deserializer=_get_response
+        )
+        frame = _kubelet_frame if contract is Contract.KUBELET else _documented_frame
+        self._watch = self._channel.unary_stream(
+            service + "WatchPods", request_serializer=_empty, response_deserializer=frame
+        )
+
+    async def list(self, fields: str | Sequence[str] | None = None) -> list[Pod]:
+        """Every pod the server holds (in the server's order: pods-api sorts by UID)."""
+        try:
+            raws: list[bytes] = await self._list(b"", metadata=mask_metadata(fields), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(self.socket, exc) from None
+        return [Pod(raw) for raw in raws]
+
+    async def get(self, uid: str, fields: str | Sequence[str] | None = None) -> Pod:
+        """One pod by UID; raises NotFound."""
+        request = pods_v1alpha1_pb2.GetPodRequest(podUID=uid).SerializeToString()
+        try:
+            raw: bytes = await self._get(request, metadata=mask_metadata(fields), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(self.socket, exc) from None
+        return Pod(raw)
+
+    async def watch(self, fields: str | Sequence[str] | None = None) -> AsyncIterator[WatchEvent]:
+        """ADDED for each existing pod, INITIAL_SYNC_COMPLETE, then live changes, until the
+        server ends the stream (then the iterator raises the typed error, or just stops)."""
+        call = self._watch(b"", metadata=mask_metadata(fields))
+        try:
+            async for kind, raw in call:
+                if kind not in _EVENT_TYPES:
+                    continue  # a type from a newer server: skipped, as protobuf skips unknown fields
+                event_type = EventType(kind)
+                yield WatchEvent(
+                    event_type, None if event_type is EventType.INITIAL_SYNC_COMPLETE else Pod(raw)
+                )
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(self.socket, exc) from None
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,382 @@
+"""`Informer`: a local copy of a Pods API server's pods, kept current by list+watch, with
+reconnects that never replay what did not change.
+
+Local state is built only from what the server sends. Each (re)connection opens a watch and
+takes a complete snapshot (the watch's ADDED events up to INITIAL_SYNC_COMPLETE, or a ListPods
+for an upstream that sends no such marker); the snapshot is then reconciled against local state
+by comparing pod bytes, so handlers see exactly the pods that were added, changed or removed
+while the stream was down, and nothing for pods that did not change. Pods the snapshot does
+not mention are pruned then (DELETED), and only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType, TracebackType
+
+from pods_api.client.client import Client, EventType, Pod, WatchEvent
+from pods_api.client.errors import (
+    InvalidArgument,
+    NotReady,
+    PermissionDenied,
+    PodsAPIError,
+    RateLimited,
+    Unreachable,
+)
+from pods_api.core.codec import CodecError
+
+log = logging.getLogger(__name__)
+
+# AUTO: an upstream that has sent no INITIAL_SYNC_COMPLETE after this long without a frame is
+# taken to be one that never will (an early alpha kubelet), and ListPods becomes the snapshot.
+# A real snapshot of a node's pods arrives in milliseconds over a local socket.
+MARKER_WAIT = 2.0
+
+
+class State(Enum):
+    """Where the informer stands with its server now. `synced` says whether it ever synced."""
+
+    DISCONNECTED = "disconnected"  # not connected yet, or the socket does not answer
+    NOT_READY = "not ready"  # the server answered FAILED_PRECONDITION: its sources have not synced
+    RATE_LIMITED = "rate limited"  # RESOURCE_EXHAUSTED: too many watches, or we fell behind
+    DENIED = "denied"  # the socket does not admit this user
+    READY = "ready"  # synced, and watching
+
+
+class SnapshotMode(Enum):
+    """How a connection's snapshot is taken."""
+
+    AUTO = "auto"  # the watch's INITIAL_SYNC_COMPLETE; LIST if none comes within MARKER_WAIT
+    WATCH = "watch"  # the watch's ADDED events up to its INITIAL_SYNC_COMPLETE
+    LIST = "list"  # ListPods, then the watch's events as changes (for upstreams with no marker)
+
+
+@dataclass(frozen=True, slots=True)
+class InformerEvent:
+    """A change to the informer's local state.
+
+    ADDED/MODIFIED/DELETED carry the pod (for DELETED, its last state); MODIFIED also the
+    version it replaced. INITIAL_SYNC_COMPLETE (no pod) follows each reconciled snapshot: after
+    the first sync, and after each reconnect, once local state matches the server again.
+    """
+
+    type: EventType
+    pod: Pod | None
+    previous: Pod | None = None
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Bounded, jittered exponential backoff between reconnects.
+
+    The defaults suit a local socket: a retry costs one connect(), so the bound is short and a
+    restarted server is picked up within seconds; jitter keeps many informers on one node from
+    retrying in step.
+    """
+
+    initial: float = 0.1
+    maximum: float = 5.0
+    factor: float = 2.0
+    jitter: float = 0.2  # each delay is scaled by a random factor in [1 - jitter, 1 + jitter]
+
+    def delays(self) -> Iterator[float]:
+        delay = self.initial
+        while True:
+            yield delay * random.uniform(1 - self.jitter, 1 + self.jitter)
+            delay = min(delay * self.factor, self.maximum)
+
+
+Handler = Callable[[InformerEvent], None]
+StateHandler = Callable[[State, PodsAPIError | None], None]
+
+
+class _StreamEnded(Unreachable):
+    pass
+
+
+class Informer:
+    """List+watch one Pods API server into local state; reconnect and reconcile forever.
+
+        async with Client(path) as client, Informer(client) as informer:
+            async for event in informer:
+                ...
+
+    or `informer.add_handler(callback)` and `await informer.run()`. Handlers run on the event
+    loop, in order, and must not block. `pods` is the local state (UID -> Pod), `synced` is true
+    once the first snapshot is in, `state` says how the connection stands now.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        fields: str | Sequence[str] | None = None,
+        snapshot: SnapshotMode = SnapshotMode.AUTO,
+        backoff: Backoff | None = None,
+        marker_wait: float = MARKER_WAIT,
+    ) -> None:
+        self.client = client
+        self.fields = fields
+        self.snapshot_mode = snapshot
+        self.backoff = backoff or Backoff()
+        self.marker_wait = marker_wait
+        self.synced = False
+        self.state = State.DISCONNECTED
+        self.last_error: PodsAPIError | None = None
+        self._pods: dict[str, Pod] = {}
+        self._handlers: list[Handler] = []
+        self._state_handlers: list[StateHandler] = []
+        self._queues: list[asyncio.Queue[InformerEvent | BaseException]] = []
+        self._synced_event = asyncio.Event()
+        self._detected: SnapshotMode | None = None  # what AUTO found the upstream to be
+        self._task: asyncio.Task[None] | None = None
+
+    # -- what callers use ----------------------------------------------------------------------
+
+    @property
+    def pods(self) -> Mapping[str, Pod]:
+        """Local state, UID -> Pod: a read-only view that follows changes."""
+        return MappingProxyType(self._pods)
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def on_state(self, handler: StateHandler) -> None:
+        """Told (state, the error that caused it or None) whenever `state` changes."""
+        self._state_handlers.append(handler)
+
+    async def wait_synced(self) -> None:
+        await self._synced_event.wait()
+
+    async def run(self) -> None:
+        """Connect, sync and follow changes, reconnecting with backoff; runs until cancelled.
+        Raises InvalidArgument (a bad field mask): retrying would not help."""
+        try:
+            await self._run()
+        except BaseException as exc:
+            for queue in self._queues:
+                queue.put_nowait(exc if isinstance(exc, Exception) else asyncio.CancelledError())
+            raise
+
+    async def __aenter__(self) -> Informer:
+        self._task = asyncio.get_running_loop().create_task(self.run(), name="pods-api informer")
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def __aiter__(self) -> AsyncIterator[InformerEvent]:
+        """Every event from now on (the first sync's ADDED events, if it has not happened yet)."""
+        queue: asyncio.Queue[InformerEvent | BaseException] = asyncio.Queue()
+        self._queues.append(queue)
+        return self._iterate(queue)
+
+    async def _iterate(
+        self, queue: asyncio.Queue[InformerEvent | BaseException]
+    ) -> AsyncIterator[InformerEvent]:
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    if isinstance(item, asyncio.CancelledError):
+                        return
+                    raise item
+                yield item
+        finally:
+            self._queues.remove(queue)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        delays = self.backoff.delays()
+        while True:
+            error: PodsAPIError
+            try:
+                await self._session()
+                error = _StreamEnded(self.client.socket, "the server ended the watch")
+            except InvalidArgument:
+                raise
+            except PodsAPIError as exc:
+                error = exc
+            if self.state is State.READY:
+                delays = self.backoff.delays()  # it worked: the next outage starts from the start
+            self._set_state(_state_of(error), error)
+            await asyncio.sleep(next(delays))
+
+    async def _session(self) -> None:
+        frames: asyncio.Queue[WatchEvent | PodsAPIError] = asyncio.Queue()
+        reader = asyncio.get_running_loop().create_task(self._read(frames))
+        try:
+            snapshot = await self._snapshot(frames)
+            self._reconcile(snapshot)
+            while True:
+                self._apply(await _next(frames))
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _read(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> None:
+        """Pump the watch into a queue, so the snapshot logic can wait with a timeout and List
+        while the stream stays open."""
+        try:
+            async for event in self.client.watch(self.fields):
+                frames.put_nowait(event)
+            frames.put_nowait(_StreamEnded(self.client.socket, "the server ended the watch"))
+        except PodsAPIError as exc:
+            frames.put_nowait(exc)
+
+    async def _snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
+        mode = self._detected or self.snapshot_mode
+        if mode is SnapshotMode.LIST:
+            return await self._list_snapshot(frames)
+        snapshot: dict[str, Pod] = {}
+        while True:
+            if mode is SnapshotMode.AUTO:
+                try:
+                    event = await _next(frames, quiet=self.marker_wait)
+                except TimeoutError:
+                    break
+            else:
+                event = await _next(frames)
+            if event.type is EventType.INITIAL_SYNC_COMPLETE:
+                return snapshot
+            if event.type is not EventType.ADDED:
+                if mode is SnapshotMode.AUTO:
+                    break  # a marker server sends only ADDED before its marker
+                _change(snapshot, event)
+                continue
+            _change(snapshot, event)
+        log.info(
+            "%s sent no INITIAL_SYNC_COMPLETE; taking ListPods as the snapshot (an early alpha kubelet?)",
+            self.client.socket,
+        )
+        self._detected = SnapshotMode.LIST
+        return await self._list_snapshot(frames)
+
+    async def _list_snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
+        """ListPods as the snapshot, the watch already open. Frames received before the List
+        was sent are covered by it; frames after are applied as changes (identical ones are
+        no-ops), so nothing between the List and the watch is lost."""
+        while not frames.empty():
+            item = frames.get_nowait()
+            if isinstance(item, PodsAPIError):
+                raise item
+        snapshot: dict[str, Pod] = {}
+        for pod in await self.client.list(self.fields):
+            uid = _uid(pod)
+            if uid is not None:
+                snapshot[uid] = pod
+        return snapshot
+
+    # -- local state -----------------------------------------------------------------------------
+
+    def _reconcile(self, snapshot: dict[str, Pod]) -> None:
+        """Local state becomes the snapshot; only real differences become events."""
+        events: list[InformerEvent] = []
+        for uid in sorted(self._pods.keys() - snapshot.keys()):
+            events.append(InformerEvent(EventType.DELETED, self._pods[uid]))
+        for uid, pod in snapshot.items():
+            old = self._pods.get(uid)
+            if old is None:
+                events.append(InformerEvent(EventType.ADDED, pod))
+            elif old.raw != pod.raw:
+                events.append(InformerEvent(EventType.MODIFIED, pod, old))
+        self._pods = snapshot
+        events.append(InformerEvent(EventType.INITIAL_SYNC_COMPLETE, None))
+        self.synced = True
+        self._synced_event.set()
+        self._set_state(State.READY, None)
+        for event in events:
+            self._dispatch(event)
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type is EventType.INITIAL_SYNC_COMPLETE:
+            if self._detected is SnapshotMode.LIST:
+                self._detected = None  # the upstream sends markers now (upgraded): detect again
+            return
+        assert event.pod is not None
+        uid = _uid(event.pod)
+        if uid is None:
+            return
+        old = self._pods.get(uid)
+        if event.type is EventType.DELETED:
+            if old is not None:
+                del self._pods[uid]
+                self._dispatch(InformerEvent(EventType.DELETED, event.pod, old))
+            return
+        if old is not None and old.raw == event.pod.raw:
+            return  # e.g. a marker-less upstream's ADDED for a pod the List already gave
+        self._pods[uid] = event.pod
+        kind = EventType.ADDED if old is None else EventType.MODIFIED
+        self._dispatch(InformerEvent(kind, event.pod, old))
+
+    def _dispatch(self, event: InformerEvent) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event)
+            except Exception:
+                log.exception("informer handler %r failed on %s", handler, event.type.name)
+        for queue in self._queues:
+            queue.put_nowait(event)
+
+    def _set_state(self, state: State, error: PodsAPIError | None) -> None:
+        self.last_error = error
+        if state is self.state:
+            return
+        self.state = state
+        for handler in self._state_handlers:
+            try:
+                handler(state, error)
+            except Exception:
+                log.exception("informer state handler %r failed", handler)
+
+
+def _change(snapshot: dict[str, Pod], event: WatchEvent) -> None:
+    assert event.pod is not None
+    uid = _uid(event.pod)
+    if uid is None:
+        pass
+    elif event.type is EventType.DELETED:
+        snapshot.pop(uid, None)
+    else:
+        snapshot[uid] = event.pod
+
+
+def _uid(pod: Pod) -> str | None:
+    """The pod's UID, or None (logged) for bytes that are not a pod: one bad pod from a server
+    must not stop the informer."""
+    try:
+        return pod.uid
+    except CodecError as exc:
+        log.warning("skipping a pod that does not decode (%d bytes): %s", len(pod.raw), exc)
+        return None
+
+
+async def _next(frames: asyncio.Queue[WatchEvent | PodsAPIError], quiet: float | None = None) -> WatchEvent:
+    """The next frame; raises its error, or TimeoutError after `quiet` seconds without one."""
+    item = await (frames.get() if quiet is None else asyncio.wait_for(frames.get(), quiet))
+    if isinstance(item, PodsAPIError):
+        raise item
+    return item
+
+
+def _state_of(error: PodsAPIError) -> State:
+    if isinstance(error, NotReady):
+        return State.NOT_READY
+    if isinstance(error, RateLimited):
+        return State.RATE_LIMITED
+    if isinstance(error, PermissionDenied):
+        return State.DENIED
+    return State.DISCONNECTED
