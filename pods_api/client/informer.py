@@ -54,7 +54,9 @@ class SnapshotMode(Enum):
 
     AUTO = "auto"  # the watch's INITIAL_SYNC_COMPLETE; LIST if none comes within MARKER_WAIT
     WATCH = "watch"  # the watch's ADDED events up to its INITIAL_SYNC_COMPLETE
-    LIST = "list"  # ListPods, then the watch's events as changes (for upstreams with no marker)
+    # ListPods, then the watch's events as changes, and one confirming ListPods MARKER_WAIT later
+    # (for upstreams with no marker, where nothing says when the watch has started)
+    LIST = "list"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +150,8 @@ class Informer:
         self._handlers.append(handler)
 
     def on_state(self, handler: StateHandler) -> None:
-        """Told (state, the error that caused it or None) whenever `state` changes."""
+        """Told (state, the error that caused it or None) whenever `state` changes, or the
+        error does (a missing socket that becomes a refused one); not for each retry."""
         self._state_handlers.append(handler)
 
     async def wait_synced(self) -> None:
@@ -218,8 +221,10 @@ class Informer:
         frames: asyncio.Queue[WatchEvent | PodsAPIError] = asyncio.Queue()
         reader = asyncio.get_running_loop().create_task(self._read(frames))
         try:
-            snapshot = await self._snapshot(frames)
+            snapshot, listed = await self._snapshot(frames)
             self._reconcile(snapshot)
+            if listed:
+                await self._confirm(frames)
             while True:
                 self._apply(await _next(frames))
         finally:
@@ -237,10 +242,13 @@ class Informer:
         except PodsAPIError as exc:
             frames.put_nowait(exc)
 
-    async def _snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
+    async def _snapshot(
+        self, frames: asyncio.Queue[WatchEvent | PodsAPIError]
+    ) -> tuple[dict[str, Pod], bool]:
+        """A complete snapshot, and whether it came from ListPods."""
         mode = self._detected or self.snapshot_mode
         if mode is SnapshotMode.LIST:
-            return await self._list_snapshot(frames)
+            return await self._list_snapshot(frames), True
         snapshot: dict[str, Pod] = {}
         while True:
             if mode is SnapshotMode.AUTO:
@@ -251,7 +259,7 @@ class Informer:
             else:
                 event = await _next(frames)
             if event.type is EventType.INITIAL_SYNC_COMPLETE:
-                return snapshot
+                return snapshot, False
             if event.type is not EventType.ADDED:
                 if mode is SnapshotMode.AUTO:
                     break  # a marker server sends only ADDED before its marker
@@ -263,7 +271,7 @@ class Informer:
             self.client.socket,
         )
         self._detected = SnapshotMode.LIST
-        return await self._list_snapshot(frames)
+        return await self._list_snapshot(frames), True
 
     async def _list_snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
         """ListPods as the snapshot, the watch already open. Frames received before the List
@@ -280,9 +288,22 @@ class Informer:
                 snapshot[uid] = pod
         return snapshot
 
+    async def _confirm(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> None:
+        """List once more, MARKER_WAIT after a listed snapshot. Without a marker nothing says
+        when the server has registered our watch, and a change made before it did would be in
+        neither the first List nor the watch; by now it is, and this List catches that change."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.marker_wait
+        while (left := until - loop.time()) > 0:
+            try:
+                self._apply(await _next(frames, quiet=left))
+            except TimeoutError:
+                break
+        self._reconcile(await self._list_snapshot(frames), marker=False)
+
     # -- local state -----------------------------------------------------------------------------
 
-    def _reconcile(self, snapshot: dict[str, Pod]) -> None:
+    def _reconcile(self, snapshot: dict[str, Pod], *, marker: bool = True) -> None:
         """Local state becomes the snapshot; only real differences become events."""
         events: list[InformerEvent] = []
         for uid in sorted(self._pods.keys() - snapshot.keys()):
@@ -294,7 +315,8 @@ class Informer:
             elif old.raw != pod.raw:
                 events.append(InformerEvent(EventType.MODIFIED, pod, old))
         self._pods = snapshot
-        events.append(InformerEvent(EventType.INITIAL_SYNC_COMPLETE, None))
+        if marker:
+            events.append(InformerEvent(EventType.INITIAL_SYNC_COMPLETE, None))
         self.synced = True
         self._synced_event.set()
         self._set_state(State.READY, None)
@@ -332,10 +354,10 @@ class Informer:
             queue.put_nowait(event)
 
     def _set_state(self, state: State, error: PodsAPIError | None) -> None:
-        self.last_error = error
-        if state is self.state:
-            return
-        self.state = state
+        same = state is self.state and _message(error) == _message(self.last_error)
+        self.state, self.last_error = state, error
+        if same:
+            return  # a retry that failed as the last one did: nothing new to tell
         for handler in self._state_handlers:
             try:
                 handler(state, error)
@@ -365,11 +387,18 @@ def _uid(pod: Pod) -> str | None:
 
 
 async def _next(frames: asyncio.Queue[WatchEvent | PodsAPIError], quiet: float | None = None) -> WatchEvent:
-    """The next frame; raises its error, or TimeoutError after `quiet` seconds without one."""
-    item = await (frames.get() if quiet is None else asyncio.wait_for(frames.get(), quiet))
+    """The next frame; raises its error, or TimeoutError after `quiet` seconds without one.
+    (asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+    arrives together with a frame, and the informer would outlive its owner.)"""
+    async with asyncio.timeout(quiet):
+        item = await frames.get()
     if isinstance(item, PodsAPIError):
         raise item
     return item
+
+
+def _message(error: PodsAPIError | None) -> str | None:
+    return None if error is None else error.message
 
 
 def _state_of(error: PodsAPIError) -> State:
