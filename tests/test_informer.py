@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from legacy_kubelet import LegacyKubelet
+from kubelet_server import KubeletServer
 from podfiles import EXAMPLES, REPORT, WEB, WORKER, add_copy, copy_examples, edit, set_phase, uid_of
 from serve import TIMEOUT, Served, serving, start
 
@@ -198,7 +198,7 @@ def phase(pod: bytes, value: str) -> bytes:
 )
 async def test_upstream_without_marker(tmp_path: Path, mode: SnapshotMode, initial_added: bool) -> None:
     pods = example_pods()
-    legacy = LegacyKubelet(tmp_path / "kubelet.sock", pods, initial_added=initial_added)
+    legacy = KubeletServer(tmp_path / "kubelet.sock", pods, initial_added=initial_added)
     await legacy.start()
     try:
         async with Client(legacy.path) as client:

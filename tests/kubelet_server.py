@@ -1,6 +1,8 @@
-"""A Pods API server like an early alpha kubelet's: real gRPC on a UNIX socket, `v1alpha1.Pods`
-ListPods and WatchPods, but its watch never sends INITIAL_SYNC_COMPLETE (optionally not even
-ADDED for the pods that exist when it starts). The test changes its pods and every watch hears."""
+"""A Pods API server standing in for the kubelet's: real gRPC on a UNIX socket, `v1alpha1.Pods`
+ListPods and WatchPods, serving whatever pod bytes the test gives it (Go's, from the shared
+vectors, which our encoder would not write the same). With `marker=False` it is an early alpha
+kubelet whose watch never sends INITIAL_SYNC_COMPLETE (and with `initial_added=False` not even
+ADDED for the pods that exist when it starts). The test changes its pods; every watch hears."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ import grpc
 from pods_api.core.pb import pods_v1alpha1_pb2 as pb
 
 
-class LegacyKubelet:
-    def __init__(self, path: Path, pods: dict[str, bytes], *, initial_added: bool = True) -> None:
+class KubeletServer:
+    def __init__(
+        self, path: Path, pods: dict[str, bytes], *, marker: bool = False, initial_added: bool = True
+    ) -> None:
         self.path = path
         self.pods = dict(pods)  # uid -> v1.Pod bytes
+        self.marker = marker
         self.initial_added = initial_added
         self.lists = 0
         self._watches: set[asyncio.Queue[bytes]] = set()
@@ -57,9 +62,11 @@ class LegacyKubelet:
             queue: asyncio.Queue[bytes] = asyncio.Queue()
             self._watches.add(queue)
             try:
-                if self.initial_added:
+                if self.initial_added or self.marker:
                     for pod in list(self.pods.values()):
                         yield pb.WatchPodsEvent(type=pb.ADDED, pod=pod).SerializeToString()
+                if self.marker:
+                    yield pb.WatchPodsEvent(type=pb.INITIAL_SYNC_COMPLETE).SerializeToString()
                 while True:
                     yield await queue.get()
             finally:
