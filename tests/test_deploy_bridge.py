@@ -1,0 +1,30 @@
+"""deploy/daemonset-bridge.yaml: a valid DaemonSet (read through the kubernetes client's models)
+that bridges the kubelet's socket, mounted read-only, and serves ours elsewhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from kubernetes.client import ApiClient, V1DaemonSet
+
+from pods_api.core.cli import _parser, config_from_args
+
+MANIFEST = Path(__file__).resolve().parents[1] / "deploy" / "daemonset-bridge.yaml"
+
+
+def test_bridge_daemonset() -> None:
+    obj = yaml.safe_load(MANIFEST.read_text())
+    ds: V1DaemonSet = ApiClient().deserialize(json.dumps(obj), "V1DaemonSet", "application/json")
+    pod = ds.spec.template.spec
+    assert pod.node_selector["kubernetes.io/os"] == "linux"
+    (container,) = pod.containers
+    args = [a.replace("$(NODE_NAME)", "node-1") for a in container.args]
+    config = config_from_args(_parser().parse_args(args))
+    assert config.kubelet_socket is not None and config.socket.parent != config.kubelet_socket.parent
+    mounts = {m.mount_path: m for m in container.volume_mounts}
+    assert mounts[str(config.kubelet_socket.parent)].read_only
+    assert not mounts[str(config.socket.parent)].read_only
+    volumes = {v.name: v.host_path.path for v in pod.volumes}
+    assert volumes[mounts[str(config.kubelet_socket.parent)].name] == str(config.kubelet_socket.parent)
