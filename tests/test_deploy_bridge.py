@@ -26,5 +26,6 @@ def test_bridge_daemonset() -> None:
     mounts = {m.mount_path: m for m in container.volume_mounts}
     assert mounts[str(config.kubelet_socket.parent)].read_only
     assert not mounts[str(config.socket.parent)].read_only
+    assert ds.spec.selector.match_labels == {"app.kubernetes.io/name": "pods-api-bridge"}  # not standalone's
     volumes = {v.name: v.host_path.path for v in pod.volumes}
     assert volumes[mounts[str(config.kubelet_socket.parent)].name] == str(config.kubelet_socket.parent)
