@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubelet_server import KubeletServer
 from podfiles import EXAMPLES, REPORT, WEB, WORKER, add_copy, copy_examples, edit, set_phase, uid_of
 from serve import TIMEOUT, Served, serving, start
@@ -21,11 +23,13 @@ from pods_api.client import (
     Informer,
     InformerEvent,
     NotReady,
+    Pod,
     RateLimited,
     SnapshotMode,
     State,
     Unreachable,
 )
+from pods_api.core.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 
 ADDED, MODIFIED, DELETED, SYNCED = (
     EventType.ADDED,
@@ -237,3 +241,47 @@ async def test_auto_against_a_marker_server_never_lists(tmp_path: Path) -> None:
         async with Client(served.socket) as client, Informer(client, backoff=FAST) as informer:
             await informer.wait_synced()
             await client.list()  # the one token: the informer did not spend it
+
+
+# -- reconciliation, as a property -------------------------------------------------------------
+
+_states = st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 3), max_size=8)
+
+
+def _pod(uid: str, version: int) -> Pod:
+    meta = k8s_meta_v1_pb2.ObjectMeta(uid=uid, name=f"v{version}")
+    return Pod(k8s_core_v1_pb2.Pod(metadata=meta).SerializeToString())
+
+
+@given(old=_states, new=_states)
+@settings(max_examples=300, deadline=None)
+def test_reconcile_emits_exactly_the_differences(old: dict[str, int], new: dict[str, int]) -> None:
+    """Whatever the local state and the snapshot: the events turn the one into the other, one
+    event per UID whose bytes differ, none for a UID whose bytes are equal."""
+
+    async def make() -> Informer:
+        async with Client("/nonexistent.sock") as client:  # never called: reconciling is local
+            return Informer(client)
+
+    informer = asyncio.run(make())
+    informer._pods = {uid: _pod(uid, v) for uid, v in old.items()}
+    events: list[InformerEvent] = []
+    informer.add_handler(events.append)
+    informer._reconcile({uid: _pod(uid, v) for uid, v in new.items()})
+
+    assert events[-1].type is SYNCED
+    state = {uid: _pod(uid, v).raw for uid, v in old.items()}
+    for event in events[:-1]:
+        assert event.pod is not None
+        uid = event.pod.uid
+        if event.type is ADDED:
+            assert uid not in state
+        elif event.type is MODIFIED:
+            assert event.previous is not None and event.previous.raw == state[uid] != event.pod.raw
+        else:
+            assert event.type is DELETED and state.pop(uid) == event.pod.raw
+            continue
+        state[uid] = event.pod.raw
+    assert state == {uid: _pod(uid, v).raw for uid, v in new.items()}
+    assert len(events) - 1 == sum(old.get(uid) != new.get(uid) for uid in old.keys() | new.keys())
+    assert {uid: p.raw for uid, p in informer.pods.items()} == state
