@@ -201,3 +201,24 @@ def test_default_socket_moves_when_bridging() -> None:
     assert socket_for("--kubelet-socket", str(DEFAULT_SOCKET), "--socket", "/tmp/s.sock") == Path(
         "/tmp/s.sock"
     )
+
+
+def test_snapshot_flag() -> None:
+    from pods_api.client import SnapshotMode
+    from pods_api.core.sources import SourceContext, registry
+    from pods_api.core.sources.kubelet import KubeletSocketSource
+
+    def sources(*args: str) -> list[object]:
+        return list(registry.from_args(_parser().parse_args(["serve", *args]), SourceContext("node-1")))
+
+    (auto,) = sources("--kubelet-socket", "/k.sock")
+    (listed,) = sources("--kubelet-socket", "/k.sock", "--kubelet-snapshot", "list")
+    assert isinstance(auto, KubeletSocketSource) and auto.snapshot is SnapshotMode.AUTO
+    assert isinstance(listed, KubeletSocketSource) and listed.snapshot is SnapshotMode.LIST
+    result = subprocess.run(
+        [PODS_API, "serve", "--fixtures", ".", "--kubelet-snapshot", "list"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2 and "--kubelet-snapshot is for --kubelet-socket" in result.stderr

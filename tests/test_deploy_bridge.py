@@ -21,11 +21,13 @@ def test_bridge_daemonset() -> None:
     assert pod.node_selector["kubernetes.io/os"] == "linux"
     (container,) = pod.containers
     args = [a.replace("$(NODE_NAME)", "node-1") for a in container.args]
-    config = config_from_args(_parser().parse_args(args))
-    assert config.kubelet_socket is not None and config.socket.parent != config.kubelet_socket.parent
+    parsed = _parser().parse_args(args)
+    config = config_from_args(parsed)
+    kubelet_dir = parsed.kubelet_socket.parent
+    assert config.socket.parent != kubelet_dir
     mounts = {m.mount_path: m for m in container.volume_mounts}
-    assert mounts[str(config.kubelet_socket.parent)].read_only
+    assert mounts[str(kubelet_dir)].read_only
     assert not mounts[str(config.socket.parent)].read_only
     assert ds.spec.selector.match_labels == {"app.kubernetes.io/name": "pods-api-bridge"}  # not standalone's
     volumes = {v.name: v.host_path.path for v in pod.volumes}
-    assert volumes[mounts[str(config.kubelet_socket.parent)].name] == str(config.kubelet_socket.parent)
+    assert volumes[mounts[str(kubelet_dir)].name] == str(kubelet_dir)
