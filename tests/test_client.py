@@ -147,12 +147,11 @@ async def main():
             result = {"list": len(pods)}
         except PodsAPIError as exc:
             result = {"list": type(exc).__name__, "message": str(exc)}
-        async with Informer(client) as informer:
-            states = []
-            informer.on_state(lambda state, error: states.append(state.value))
-            while not states:
-                await asyncio.sleep(0.05)
-        result["informer"] = states[0]
+        informer = Informer(client)
+        first = asyncio.get_running_loop().create_future()
+        informer.on_state(lambda state, error: first.done() or first.set_result(state.value))
+        async with informer:
+            result["informer"] = await first
         result["synced"] = informer.synced
     print(json.dumps(result))
 

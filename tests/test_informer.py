@@ -152,7 +152,7 @@ async def test_started_late_then_not_ready_then_ready(tmp_path: Path) -> None:
         rec = Recorder(informer)
         await rec.until(lambda: informer.last_error is not None)
         assert informer.state is State.DISCONNECTED and isinstance(informer.last_error, Unreachable)
-        with serving(run, "--fixtures", str(EXAMPLES), "--ready-delay", "2", ready=False) as served:
+        with serving(run, "--fixtures", str(EXAMPLES), "--ready-delay", "3", ready=False) as served:
             await rec.until(lambda: State.NOT_READY in rec.states)
             assert not informer.synced and isinstance(informer.last_error, NotReady)
             await informer.wait_synced()
