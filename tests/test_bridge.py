@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from conftest import SHARED_K8S, shared_vectors, vector_pb
 from kubelet_server import KubeletServer
@@ -122,12 +123,29 @@ async def test_bridge_keeps_serving_through_upstream_restart(tmp_path: Path) -> 
         a.close()
 
 
+async def upstream_errors(b: Served, upstream: Path) -> float:
+    """B's error count for its kubelet source, once it is above zero (a scrape has no event to
+    await: poll, with TIMEOUT as the safety net)."""
+    series = f'pods_api_source_errors_total{{source="kubelet:{upstream}"}} '
+    transport = httpx.AsyncHTTPTransport(uds=str(b.http_socket))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as http,
+        asyncio.timeout(TIMEOUT),
+    ):
+        while True:
+            text = (await http.get("/metrics")).text
+            if series in text and float(text.split(series, 1)[1].split()[0]) > 0:
+                return float(text.split(series, 1)[1].split()[0])
+            await asyncio.sleep(0.05)
+
+
 async def test_bridge_not_ready_until_upstream_is_up_and_synced(tmp_path: Path) -> None:
     a_run = tmp_path / "a"
     with serving(tmp_path / "b", "--kubelet-socket", str(a_run / "pods-api.sock"), ready=False) as b:
         async with Client(b.socket) as cb, Client(a_run / "pods-api.sock") as ca:
             with pytest.raises(NotReady):
                 await cb.list()  # upstream absent
+            assert await upstream_errors(b, a_run / "pods-api.sock") >= 1  # operators see it
             with serving(
                 a_run, "--fixtures", str(copy_examples(tmp_path / "f")), "--ready-delay", "3", ready=False
             ):

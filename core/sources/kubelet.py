@@ -121,3 +121,7 @@ class KubeletSocketSource:
         else:
             why = error.message if error is not None else ""
             log.warning("%s: upstream %s: %s; retrying", self.name, state.value, why)
+            # Counted once per new failure, not per retry: pods_api_source_errors_total{source}
+            # tells operators the upstream is down, refusing or not ready.
+            if self._on_error is not None:
+                self._on_error(self.name, f"upstream {state.value}: {why}")
