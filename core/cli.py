@@ -16,6 +16,8 @@ from typing import Any
 import orjson
 
 from pods_api import __version__
+from pods_api.client import cli as client_cli
+from pods_api.client.exitcodes import HELP as CLIENT_EXIT_CODES
 from pods_api.core import sockets
 from pods_api.core.argtypes import mode as _mode
 from pods_api.core.argtypes import non_negative as _non_negative
@@ -36,7 +38,12 @@ GRPC_SOCKET_NAME = "pods-api.sock"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pods-api", description="The kubelet's node-local Pods API.")
+    parser = argparse.ArgumentParser(
+        prog="pods-api",
+        description="The kubelet's node-local Pods API.",
+        epilog=CLIENT_EXIT_CODES.replace("exit codes:", "exit codes of get, watch and check:", 1),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"pods-api {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
@@ -108,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add("--log-format", default="text", choices=["text", "json"])
+    client_cli.add_commands(commands)
     return parser
 
 
@@ -163,6 +171,8 @@ def _same_file(a: Path, b: Path) -> bool:
 def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command != "serve":
+        raise SystemExit(client_cli.run(args))
     _setup_logging(args.log_level, args.log_format)
     try:
         config = config_from_args(args)

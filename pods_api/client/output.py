@@ -1,0 +1,206 @@
+"""How `pods-api get` and `pods-api watch` print pods: the formats of `kubectl get -o`.
+
+- `table`/`wide`: `kubectl get pods -A [-o wide]`, cell for cell (core/printer.py);
+- `json`: kubectl's JSON printer (keys sorted, as kubectl's unstructured objects marshal; four
+  spaces of indent; `<`, `>`, `&` escaped as Go's encoder does);
+- `yaml`: kubectl's YAML printer (sigs.k8s.io/yaml: the JSON's keys sorted, block style, strings
+  that would read as another type double-quoted, multi-line strings as literal blocks);
+- `name`: `pod/NAME`.
+
+A list is a `v1` `PodList`, where kubectl would print a generic `List`: this is one kind of
+object from one source, as the HTTP gateway's `/v1/pods` returns it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+import yaml
+
+from pods_api.client.client import EventType, Pod, WatchEvent
+from pods_api.core.printer import POD_COLUMNS, pod_row, pod_text_table
+
+Format = Literal["table", "wide", "json", "yaml", "name"]
+FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml", "name")
+
+# Go's encoding/json escapes these inside strings (HTML safety; U+2028/9 for JavaScript), and
+# they can occur nowhere else in JSON text, so a plain replace is exact.
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def sorted_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """Rows in kubectl's order for `-A`: by namespace, then name."""
+    return sorted(pods, key=lambda p: (p.namespace, p.name))
+
+
+def pod_object(pod: Pod) -> dict[str, Any]:
+    """The pod as Kubernetes JSON with its kind, as `kubectl get -o json` shows it."""
+    return {"apiVersion": "v1", "kind": "Pod", **pod.json()}
+
+
+def pod_list_object(pods: Sequence[Pod]) -> dict[str, Any]:
+    # ListMeta's fields are all omitempty, and gRPC carries no list resourceVersion.
+    return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod_object(p) for p in pods]}
+
+
+def go_json(obj: Any, *, indent: int | None = 4) -> str:
+    """JSON as kubectl prints it (indented) or as one line (indent=None), keys sorted."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False, separators=separators)
+    for char, escape in _GO_ESCAPES.items():
+        if char in text:
+            text = text.replace(char, escape)
+    return text
+
+
+class _KubectlDumper(yaml.SafeDumper):
+    """PyYAML shaped like go-yaml v2 as sigs.k8s.io/yaml drives it (see `_str`)."""
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        # go-yaml counts characters beyond the BMP unprintable and escapes them (\U0001F600);
+        # PyYAML does that only without allow_unicode (which then escapes the BMP's too).
+        astral = any(ord(c) > 0xFFFF for c in text)
+        self.allow_unicode, allow = not astral and self.allow_unicode, self.allow_unicode
+        try:
+            super().write_double_quoted(text, split)
+        finally:
+            self.allow_unicode = allow
+
+
+# What go-yaml v2 reads as a number that YAML 1.1's PyYAML resolver does not (Go's strconv with
+# base prefixes, exponents without a dot), and its y/n booleans.
+_GO_NUMBER = re.compile(
+    r"[-+]?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9][0-9_]*"
+    r"|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)"
+)
+_GO_BOOLS = frozenset({"y", "Y", "n", "N"})
+_YAML_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    """go-yaml writes a string with a newline as a literal block, and double-quotes one that a
+    plain scalar would turn into another type; for any other string that cannot be plain (a
+    leading `- `, a `: ` inside, ...) its emitter, like PyYAML's, falls back to single quotes."""
+    tag: str = dumper.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+    style: str | None = None
+    if _YAML_BREAKS.intersection(value) or any(ord(c) > 0xFFFF for c in value):
+        # PyYAML would write the breaks raw, which do not read back; go-yaml escapes the others.
+        style = '"'
+    elif "\n" in value:
+        style = "|"
+    elif tag != "tag:yaml.org,2002:str" or value in _GO_BOOLS or _GO_NUMBER.fullmatch(value):
+        style = '"'
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_KubectlDumper.add_representer(str, _str)
+
+
+def go_yaml(obj: Any) -> str:
+    """YAML as kubectl prints it."""
+    text: str = yaml.dump(
+        obj,
+        Dumper=_KubectlDumper,
+        default_flow_style=False,
+        sort_keys=True,
+        allow_unicode=True,
+        width=80,  # go-yaml v2's best_width: long plain strings fold at spaces past it
+    )
+    return text
+
+
+def render_pods(pods: Sequence[Pod], fmt: Format, now: datetime) -> str:
+    """`pods-api get pods`: every pod, sorted, in one format."""
+    pods = sorted_pods(pods)
+    if fmt in ("table", "wide"):
+        objects = [p.json() for p in pods]
+        return pod_text_table(objects, now, wide=fmt == "wide", with_namespace=True)
+    if fmt == "json":
+        return go_json(pod_list_object(pods)) + "\n"
+    if fmt == "yaml":
+        return go_yaml(pod_list_object(pods))
+    return "".join(f"pod/{p.name}\n" for p in pods)
+
+
+def render_pod(pod: Pod, fmt: Format, now: datetime) -> str:
+    """`pods-api get pod UID`: one pod; the table keeps the NAMESPACE column (a UID does not say it)."""
+    if fmt in ("table", "wide"):
+        return pod_text_table([pod.json()], now, wide=fmt == "wide", with_namespace=True)
+    if fmt == "json":
+        return go_json(pod_object(pod)) + "\n"
+    if fmt == "yaml":
+        return go_yaml(pod_object(pod))
+    return f"pod/{pod.name}\n"
+
+
+def _event_json(kind: str, pod: Pod | None) -> str:
+    # type first, as kubectl's watch events print it, for `jq .type` and humans reading a pipe.
+    head = f'{{"type":"{kind}"'
+    return head + ("}" if pod is None else f',"object":{go_json(pod_object(pod), indent=None)}}}') + "\n"
+
+
+class EventPrinter:
+    """`pods-api watch`: one line per event (a YAML document for `-o yaml`), for pipes.
+
+    `json` is one `{"type": ..., "object": ...}` per line (kubectl's `--output-watch-events`
+    shape), `name` is `TYPE pod/NAME`, and INITIAL_SYNC_COMPLETE, which carries no pod, is a
+    line of its own. `table`/`wide`, for people, lead with an EVENT column and print the snapshot
+    (the ADDED events before INITIAL_SYNC_COMPLETE) as one aligned table, as `kubectl get -w`
+    prints its list; each later event is a line at the widths so far (grown if it needs more).
+    """
+
+    def __init__(self, fmt: Format) -> None:
+        self.fmt = fmt
+        self._widths: list[int] = []
+        self._pending: list[list[str]] | None = [] if fmt in ("table", "wide") else None
+
+    @property
+    def buffering(self) -> bool:
+        """Whether the table is still collecting the snapshot (see `flush`)."""
+        return self._pending is not None
+
+    def render(self, event: WatchEvent, now: datetime) -> str:
+        kind = event.type.name
+        if self.fmt == "json":
+            return _event_json(kind, event.pod)
+        if self.fmt == "yaml":
+            body: dict[str, Any] = {"type": kind}
+            if event.pod is not None:
+                body["object"] = pod_object(event.pod)
+            return "---\n" + go_yaml(body)
+        if self.fmt == "name":
+            return kind + ("" if event.pod is None else f" pod/{event.pod.name}") + "\n"
+        if event.pod is None:
+            return self.flush() if event.type is EventType.INITIAL_SYNC_COMPLETE else ""
+        row = pod_row(event.pod.json(), now)
+        cells = [kind, row.namespace, *row.cells(wide=self.fmt == "wide")]
+        if self._pending is not None and event.type is EventType.ADDED:
+            self._pending.append(cells)
+            return ""
+        return self.flush() + self._line(cells)
+
+    def flush(self) -> str:
+        """The snapshot's table so far (once): at INITIAL_SYNC_COMPLETE, at the first other event,
+        or when the caller has waited long enough for a marker an old server never sends."""
+        if self._pending is None:
+            return ""
+        wide = self.fmt == "wide"
+        headers = ["EVENT", "NAMESPACE", *(c.name.upper() for c in POD_COLUMNS if wide or c.priority == 0)]
+        snapshot = sorted(self._pending, key=lambda cells: (cells[1], cells[2]))  # kubectl's order
+        rows, self._pending = [headers, *snapshot], None
+        for cells in rows:
+            self._grow(cells)  # first, so that every row of the block aligns
+        return "".join(self._line(cells) for cells in rows)
+
+    def _grow(self, cells: list[str]) -> None:
+        # kubectl's tabwriter: at least 6 wide, 3 spaces of padding, the last cell unpadded.
+        widths = [max(6, len(c) + 3) for c in cells[:-1]]
+        self._widths = [max(a, b) for a, b in zip(widths, self._widths or widths, strict=True)]
+
+    def _line(self, cells: list[str]) -> str:
+        self._grow(cells)
+        return "".join(c.ljust(w) for c, w in zip(cells, self._widths, strict=False)) + cells[-1] + "\n"
