@@ -22,9 +22,9 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 # manifests are root-owned. The DaemonSet drops every capability and makes the root fs read-only.
 ENTRYPOINT ["pods-api"]
 CMD ["serve", "--manifests", "/etc/kubernetes/manifests"]
-# Healthy once every pod source has synced and the server answers HTTP within 2 s (a wedged
-# event loop accepts the connection but never answers). Python's standard library only: the
-# image has no curl, and `http.client` cannot reach a UNIX socket. The socket path is the
-# default one that CMD uses; with other flags, override the check (`--health-cmd`).
+# Healthy once every pod source has synced (gRPC health SERVING), answered within 2 s by the
+# server itself (a wedged process accepts the connection but never answers). The socket is the
+# default one CMD serves on; with other flags, override the check (`--health-cmd`) or set
+# PODS_API_SOCKET. Exit codes: `pods-api check --help`.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(sys.argv[1]); s.sendall(b'GET ' + sys.argv[2].encode() + b' HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n'); sys.exit(s.makefile('rb').readline().split()[1:2] != [b'200'])", "/var/lib/kubelet/pods-api/pods-api-http.sock", "/readyz"]
+    CMD ["pods-api", "check", "--quiet", "--timeout=2"]

@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,16 @@ import yaml
 from serve import PODS_API, TIMEOUT, Served, serving
 
 import pods_api
+from pods_api.client.exitcodes import Exit
+
+NOT_READY, UNREACHABLE = Exit.NOT_READY, Exit.UNREACHABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 MANIFESTS = sorted(DEPLOY.glob("*.yaml"))
 FIXTURES = str(ROOT / "examples" / "fixtures")
-# Where the DaemonSet and the image put the gateway's socket (the default path).
+# Where the DaemonSet and the image serve gRPC (the default path), and the gateway beside it.
+HOST_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock"
 HOST_HTTP_SOCKET = "/var/lib/kubelet/pods-api/pods-api-http.sock"
 
 
@@ -141,9 +144,12 @@ def test_memory_request_is_above_idle_rss(tmp_path: Path) -> None:
 # -- the probes and the HEALTHCHECK, run as written -----------------------------------------------
 
 
+CHECK = ["pods-api", "check", "--quiet"]
+
+
 def probe(name: str) -> list[str]:
     command: list[str] = container()[name]["exec"]["command"]
-    assert command[-2] == HOST_HTTP_SOCKET
+    assert command[:3] == CHECK and f"--socket={HOST_SOCKET}" in command
     return command
 
 
@@ -152,28 +158,30 @@ def healthcheck() -> list[str]:
     match = re.search(r"^HEALTHCHECK .*?CMD (\[.*\])$", text, re.S | re.M)
     assert match is not None, "the Dockerfile has no exec-form HEALTHCHECK"
     command: list[str] = json.loads(match.group(1).replace("\\\n", ""))
-    assert command[-2] == HOST_HTTP_SOCKET
+    assert command[:3] == CHECK and not any(a.startswith("--socket") for a in command)  # the default
     return command
 
 
 def test_probes_and_healthcheck_look_where_the_server_listens() -> None:
-    """The HTTP socket sits next to the gRPC one: the DaemonSet's --socket and the image's default
-    must both put it at the path the probes and HEALTHCHECK use, inside the mounted directory."""
+    """The DaemonSet's --socket, the probes' --socket and the image's default (CMD sets none, and
+    neither does HEALTHCHECK) are one path, inside the mounted directory; the gateway's socket
+    sits next to it."""
+    from pods_api.client import KUBELET_SOCKET
     from pods_api.core.config import Config
 
     args = dict(a.removeprefix("--").split("=", 1) for a in container()["args"] if "=" in a)
+    assert args["socket"] == HOST_SOCKET == str(Config("node-1").socket) == KUBELET_SOCKET
     assert str(Config("node-1", socket=Path(args["socket"])).http_socket_path) == HOST_HTTP_SOCKET
-    assert str(Config("node-1").http_socket_path) == HOST_HTTP_SOCKET  # the image's CMD sets no socket
     mounts = {m["mountPath"] for m in container()["volumeMounts"]}
-    assert str(Path(HOST_HTTP_SOCKET).parent) in mounts
+    assert str(Path(HOST_SOCKET).parent) in mounts
 
 
 def run_probe(command: list[str], socket: Path) -> int:
-    """The probe's exit code, with the host socket path replaced by the test server's and
-    `python` by this interpreter (the image's is on PATH as `python`)."""
-    assert command[0] == "python"
-    argv = [sys.executable, *command[1:-2], str(socket), command[-1]]
-    return subprocess.run(argv, capture_output=True, timeout=TIMEOUT).returncode
+    """The probe's exit code, with the host socket path replaced by the test server's (the
+    HEALTHCHECK's default socket by $PODS_API_SOCKET) and `pods-api` by the installed command."""
+    argv = [PODS_API, *(f"--socket={socket}" if a == f"--socket={HOST_SOCKET}" else a for a in command[1:])]
+    env = {**os.environ, "PODS_API_SOCKET": str(socket)}
+    return subprocess.run(argv, capture_output=True, timeout=TIMEOUT, env=env).returncode
 
 
 def http_status(socket: Path, path: str) -> int:
@@ -214,17 +222,17 @@ PROBES = ["startupProbe", "readinessProbe", "livenessProbe"]
 
 def test_probes_pass_on_a_ready_server(ready: Served) -> None:
     for name in PROBES:
-        assert run_probe(probe(name), ready.http_socket) == 0, name
-    assert run_probe(healthcheck(), ready.http_socket) == 0
+        assert run_probe(probe(name), ready.socket) == 0, name
+    assert run_probe(healthcheck(), ready.socket) == 0
 
 
 def test_readiness_waits_for_the_sources_and_liveness_does_not(not_ready: Served) -> None:
     assert http_status(not_ready.http_socket, "/readyz") == 503
-    assert run_probe(probe("startupProbe"), not_ready.http_socket) == 1
-    assert run_probe(probe("readinessProbe"), not_ready.http_socket) == 1
-    assert run_probe(healthcheck(), not_ready.http_socket) == 1
+    assert run_probe(probe("startupProbe"), not_ready.socket) == NOT_READY
+    assert run_probe(probe("readinessProbe"), not_ready.socket) == NOT_READY
+    assert run_probe(healthcheck(), not_ready.socket) == NOT_READY
     # Still syncing is not dead: the kubelet must not restart it for that.
-    assert run_probe(probe("livenessProbe"), not_ready.http_socket) == 0
+    assert run_probe(probe("livenessProbe"), not_ready.socket) == 0
 
 
 def test_liveness_fails_on_a_wedged_server_that_still_accepts(ready: Served) -> None:
@@ -235,20 +243,21 @@ def test_liveness_fails_on_a_wedged_server_that_still_accepts(ready: Served) -> 
     os.kill(ready.proc.pid, signal.SIGSTOP)
     try:
         with sockets.socket(sockets.AF_UNIX) as s:
-            s.connect(str(ready.http_socket))  # connect() alone says nothing
-        code = run_probe(probe("livenessProbe"), ready.http_socket)
+            s.connect(str(ready.socket))  # connect() alone says nothing
+        code = run_probe(probe("livenessProbe"), ready.socket)
     finally:
         os.kill(ready.proc.pid, signal.SIGCONT)
-    assert code != 0
-    assert run_probe(probe("livenessProbe"), ready.http_socket) == 0  # and recovers with it
+    assert code == UNREACHABLE
+    assert run_probe(probe("livenessProbe"), ready.socket) == 0  # and recovers with it
 
 
 def test_probe_timeouts_cover_the_probes_own_deadline() -> None:
     """Each probe gives the server 2 s; the kubelet's timeout must be longer, or a slow answer
     would be reported as a probe timeout rather than the probe's own verdict."""
     for name in PROBES:
-        assert "settimeout(2)" in probe(name)[2]
+        assert "--timeout=2" in probe(name)
         assert container()[name]["timeoutSeconds"] > 2
+    assert "--timeout=2" in healthcheck()
 
 
 # -- --socket-group under dropped capabilities ----------------------------------------------------
