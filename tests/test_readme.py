@@ -89,7 +89,7 @@ def quick_start() -> list[str]:
     text = (ROOT / "README.md").read_text()
     block = re.search(r"## Quick start\n.*?```sh\n.*?```\n\n.*?```sh\n(.*?)```", text, re.S)
     assert block is not None, "README.md's Quick start has no commands"
-    return [line for line in block.group(1).splitlines() if line.startswith(("grpcurl", "curl"))]
+    return [line for line in block.group(1).splitlines() if line.startswith(("grpcurl", "curl", "pods-api"))]
 
 
 def in_run(command: str, served: Served) -> str:
@@ -175,6 +175,20 @@ def test_quick_start_curl(server: Served, command: str) -> None:
     assert result.stdout.split() == [json.dumps(name) for _, name in example_names()]
 
 
+@pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("pods-api")])
+def test_quick_start_client_commands(server: Served, command: str) -> None:
+    result = subprocess.run(
+        shlex.split(in_run(command, server)), capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert result.returncode == 0, result.stderr
+    if " get pods" in command:
+        assert sorted(line.split()[1] for line in result.stdout.splitlines()[1:]) == sorted(
+            name for _, name in example_names()
+        )
+    else:
+        assert "ready:     yes" in result.stdout
+
+
 def test_the_start_up_log_names_both_sockets(server: Served) -> None:
     text = (ROOT / "README.md").read_text()
     quoted = re.search(r"`(serving the Pods API on [^`]*)`", text)
@@ -238,3 +252,47 @@ def test_list_pods_example_without_arguments_prints_usage() -> None:
     )
     assert result.returncode == 2 and result.stderr.startswith("usage:")
     assert "Traceback" not in result.stderr
+
+
+# -- the client commands, as shown ---------------------------------------------------------------
+
+# What moves with the clock: ages (5m, 2y212d, "(57m ago)") and round trips (2.3 ms).
+_CLOCK = re.compile(r"\b\d+(\.\d+)? ms\b|\b\d+[smhdy](\d+[smhd])?\b")
+
+
+def client_sessions() -> list[tuple[str, str]]:
+    """(command, shown output) for each `$ ` line of the console block under the client commands."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## The client commands\n.*?```console\n(.*?)```", text, re.S)
+    assert block is not None, "README.md shows no client commands"
+    sessions: list[tuple[str, list[str]]] = []
+    for line in block.group(1).splitlines():
+        if line.startswith("$ "):
+            sessions.append((line[2:], []))
+        else:
+            sessions[-1][1].append(line)
+    return [(command, "\n".join(shown)) for command, shown in sessions]
+
+
+def _unclocked(text: str) -> list[list[str]]:
+    return [_CLOCK.sub("T", line).split() for line in text.splitlines()]
+
+
+def test_client_commands_print_what_the_readme_shows(tmp_path: Path) -> None:
+    sessions = client_sessions()
+    exports = [c for c, _ in sessions if c.startswith("export ")]
+    assert exports == ["export PODS_API_SOCKET=run/pods-api.sock"]
+    with serving(tmp_path / "run", "--fixtures", str(ROOT / "examples" / "fixtures")):
+        for command, shown in sessions:
+            if command in exports:
+                continue
+            result = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", f"{'; '.join(exports)}; {command}"],
+                cwd=tmp_path,  # the README's relative run/pods-api.sock
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+            expected = 124 if command.startswith("timeout ") else 0  # timeout(1) ended the watch
+            assert result.returncode == expected, (command, result.stderr)
+            assert _unclocked(result.stdout) == _unclocked(shown), command
