@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,10 +18,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubelet_server import KubeletServer
 from serve import PODS_API, TIMEOUT, Served, serving
 from test_printer import example_pods
 
+import pods_api
 from pods_api.client.exitcodes import HELP, Exit
+from pods_api.core.codec import pod_to_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = str(ROOT / "examples" / "fixtures")
@@ -50,13 +55,16 @@ def not_ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
 
 
+# What moves with the clock: ages (5m, 2y212d, "(57m ago)").
+_CLOCK = re.compile(r"\b\d+[smhdy](\d+[smhd])?\b")
+
+
+def _unclocked(text: str) -> list[list[str]]:
+    return [_CLOCK.sub("T", line).split() for line in text.splitlines()]
+
+
 def get(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
     return cli("get", "pods", "--socket", str(served.socket), *args)
-
-
-def columns(table: str) -> list[list[str]]:
-    """The table's cells, AGE (and RESTARTS' age) aside: they move with the clock."""
-    return [line.split()[:4] for line in table.splitlines()]
 
 
 # -- get ------------------------------------------------------------------------------------------
@@ -77,7 +85,7 @@ def test_get_pods_is_the_same_table_on_both_contracts(server: Served) -> None:
         kubelet = get(server, "-o", fmt, "--contract", "kubelet")
         documented = get(server, "-o", fmt, "--contract", "documented")
         assert kubelet.returncode == documented.returncode == Exit.OK
-        assert columns(kubelet.stdout) == columns(documented.stdout)
+        assert _unclocked(kubelet.stdout) == _unclocked(documented.stdout)
         assert len(kubelet.stdout.splitlines()) == len(NAMES) + 1
 
 
@@ -347,7 +355,58 @@ def test_check_without_a_socket_exits_6(tmp_path: Path) -> None:
     assert result.returncode == Exit.UNREACHABLE and "no such file" in result.stdout
 
 
+# -- a kubelet's socket: v1alpha1.Pods only, no health service -----------------------------------
+
+
+async def acli(*args: str) -> tuple[int, str, str]:
+    """The CLI as a subprocess, awaited, so that an in-process server keeps serving meanwhile."""
+    proc = await asyncio.create_subprocess_exec(
+        PODS_API, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_against_a_kubelet_socket(tmp_path: Path, server: Served) -> None:
+    sock = tmp_path / "kubelet.sock"
+    kubelet = KubeletServer(
+        sock, {p["metadata"]["uid"]: pod_to_bytes(p) for p in example_pods()}, marker=True
+    )
+    await kubelet.start()
+    try:
+        code, table, err = await acli("get", "pods", "--socket", str(sock))
+        assert code == Exit.OK, err
+        assert _unclocked(table) == _unclocked(get(server).stdout)  # the same table as from ours
+        code, out, _ = await acli("check", "--socket", str(sock))
+        assert code == Exit.OK, out
+        assert "no gRPC health service" in out and "v1alpha1.Pods (kubelet) in" in out
+        assert "Pods (documented)" not in out and "ready:     yes" in out
+        assert (await acli("check", "-q", "--socket", str(sock)))[0] == Exit.OK
+        code, out, err = await acli("get", "pods", "--contract", "documented", "--socket", str(sock))
+        assert code == Exit.ERROR and out == "" and "try --contract kubelet" in err
+        watch = await asyncio.create_subprocess_exec(
+            PODS_API, "watch", "-o", "name", "--socket", str(sock), stdout=asyncio.subprocess.PIPE
+        )
+        assert watch.stdout is not None
+        lines = [(await watch.stdout.readline()).decode() for _ in NAMES]
+        assert await watch.stdout.readline() == b"INITIAL_SYNC_COMPLETE\n"
+        (uid, name) = next((p["metadata"]["uid"], p["metadata"]["name"]) for p in example_pods())
+        kubelet.remove(uid)
+        assert await watch.stdout.readline() == f"DELETED pod/{name}\n".encode()
+        await kubelet.stop()  # the kubelet goes away: the watch ends, saying so in its exit code
+        assert await asyncio.wait_for(watch.wait(), TIMEOUT) == Exit.UNREACHABLE
+        assert sorted(lines) == sorted(f"ADDED pod/{n}\n" for _, n in NAMES)
+    finally:
+        await kubelet.stop()
+
+
 # -- help -----------------------------------------------------------------------------------------
+
+
+def test_version() -> None:
+    result = cli("--version")
+    assert result.returncode == 0 and result.stdout == f"pods-api {pods_api.__version__}\n"
 
 
 @pytest.mark.parametrize("command", [[], ["get"], ["watch"], ["check"]])
