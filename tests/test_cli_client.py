@@ -174,6 +174,10 @@ def test_rate_limited_exits_4_and_wait_outlasts_it(tmp_path: Path) -> None:
         assert get(s, "-o", "name").returncode == Exit.OK
         refused = get(s, "-o", "name")
         assert refused.returncode == Exit.RATE_LIMITED and refused.stdout == ""
+        # Health is not rate limited: a busy server's probes pass, and check says what it saw.
+        assert cli("check", "-q", "--socket", str(s.socket)).returncode == Exit.OK
+        report = cli("check", "--socket", str(s.socket))
+        assert report.returncode == Exit.OK and "rate limited" in report.stdout
         waited = get(s, "-o", "name", "--wait", "--timeout", "15")
         assert waited.returncode == Exit.OK, waited.stderr
 
@@ -402,6 +406,33 @@ async def test_against_a_kubelet_socket(tmp_path: Path, server: Served) -> None:
 
 
 # -- help -----------------------------------------------------------------------------------------
+
+
+def test_watch_yaml_is_a_document_per_event(server: Served) -> None:
+    lines = []
+    proc = subprocess.Popen(
+        [PODS_API, "watch", "-o", "yaml", "--socket", str(server.socket)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        while not lines or lines[-1] != "type: INITIAL_SYNC_COMPLETE\n":
+            lines.append(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    documents = list(yaml.safe_load_all("".join(lines)))
+    assert [d["type"] for d in documents] == ["ADDED"] * len(NAMES) + ["INITIAL_SYNC_COMPLETE"]
+    assert all(d["object"]["kind"] == "Pod" for d in documents[:-1])
+
+
+def test_readme_lists_the_exit_codes() -> None:
+    text = (ROOT / "README.md").read_text()
+    table = re.search(r"\| exit code \| meaning \|\n\| --- \| --- \|\n((?:\|.*\n)+)", text)
+    assert table is not None, "README.md has no exit code table"
+    codes = [int(row.split("|")[1]) for row in table.group(1).splitlines()]
+    assert codes == [int(e) for e in Exit]
 
 
 def test_version() -> None:
