@@ -176,6 +176,20 @@ def test_probes_and_healthcheck_look_where_the_server_listens() -> None:
     assert str(Path(HOST_SOCKET).parent) in mounts
 
 
+def test_bridge_probes_are_the_standalones_on_the_bridge_socket() -> None:
+    """The same checks (run below against real servers), where the bridge serves: the default
+    socket with --kubelet-socket."""
+    from pods_api.core.config import BRIDGE_SOCKET
+
+    (bridge,) = documents(DEPLOY / "daemonset-bridge.yaml")
+    (theirs,) = bridge["spec"]["template"]["spec"]["containers"]
+    assert not any(a.startswith("--socket") for a in theirs["args"])
+    for name in PROBES:
+        ours = [f"--socket={BRIDGE_SOCKET}" if a == f"--socket={HOST_SOCKET}" else a for a in probe(name)]
+        assert theirs[name]["exec"]["command"] == ours, name
+        assert theirs[name]["timeoutSeconds"] == container()[name]["timeoutSeconds"]
+
+
 def run_probe(command: list[str], socket: Path) -> int:
     """The probe's exit code, with the host socket path replaced by the test server's (the
     HEALTHCHECK's default socket by $PODS_API_SOCKET) and `pods-api` by the installed command."""
