@@ -24,6 +24,7 @@ from pods_api.client.errors import NotReady, PodsAPIError, RateLimited, Unimplem
 from pods_api.client.exitcodes import HELP, Exit, for_error
 from pods_api.client.informer import Backoff
 from pods_api.client.output import FORMATS, EventPrinter, Format, render_pod, render_pods
+from pods_api.core.argtypes import positive
 from pods_api.core.codec import CodecError
 
 SOCKET_ENV = "PODS_API_SOCKET"
@@ -55,7 +56,7 @@ def add_commands(commands: Any) -> None:
     )
     connection.add_argument(
         "--timeout",
-        type=_positive,
+        type=positive,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"give up after this long (default {DEFAULT_TIMEOUT:g}); with --wait, the whole wait",
@@ -224,13 +225,3 @@ async def _check(args: argparse.Namespace) -> int:
     if not args.quiet:
         _print(report.text())
     return report.exit
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
