@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -55,6 +55,12 @@ class Metrics:
         self.source_restarts = Counter(
             "pods_api_source_restarts",
             "Pod sources restarted after an unexpected failure (each is logged with its reason).",
+            ("source",),
+            registry=r,
+        )
+        self.source_connected = Gauge(
+            "pods_api_source_connected",
+            "1 while a pod source that talks to a server (the API server) has a working connection.",
             ("source",),
             registry=r,
         )
