@@ -270,3 +270,20 @@ async def test_a_missing_context_is_a_clear_error(
     harness.launch(source(server, harness, tmp_path, context="no-such-context"))
     error = await harness.error("cannot load")
     assert "no-such-context" in error and "kubeconfig" in error
+
+
+def test_the_rbac_grants_read_on_pods_and_nothing_else() -> None:
+    docs = list(yaml.safe_load_all((Path(__file__).parents[1] / "deploy" / "rbac.yaml").read_text()))
+    by_kind = {doc["kind"]: doc for doc in docs}
+    assert sorted(by_kind) == ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
+    assert by_kind["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+    ]
+    account = by_kind["ServiceAccount"]["metadata"]
+    (subject,) = by_kind["ClusterRoleBinding"]["subjects"]
+    assert (subject["kind"], subject["name"], subject["namespace"]) == (
+        "ServiceAccount",
+        account["name"],
+        account["namespace"],
+    )
+    assert by_kind["ClusterRoleBinding"]["roleRef"]["name"] == by_kind["ClusterRole"]["metadata"]["name"]

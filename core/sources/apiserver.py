@@ -57,8 +57,6 @@ WATCH_READ_MARGIN = 30.0
 # Connecting (TCP and TLS) and a whole list: a node's pods are at most a few megabytes.
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0
-# In-cluster: where a Pod's ServiceAccount token lives, and the environment the kubelet sets.
-IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 # Told whether the source currently has a working connection to the API server.
 ConnectedGauge = Callable[[bool], None]
@@ -116,7 +114,8 @@ class Credentials:
                     await self._loader.load_and_set(configuration)
         except Exception as exc:  # the library raises ConfigException, OSError, KeyError, ...
             self._loader = None
-            raise APIServerError(f"{self.describe()}: cannot load: {_one_line(exc)}") from None
+            hint = " (not in a Pod? give --kubeconfig)" if self._kubeconfig is None else ""
+            raise APIServerError(f"{self.describe()}: cannot load: {_one_line(exc)}{hint}") from None
         return configuration
 
 

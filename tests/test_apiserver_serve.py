@@ -1,0 +1,173 @@
+"""`pods-api serve --apiserver` end to end: a real process, a kubeconfig with the test API
+server's CA and token, and the events a client sees on a real gRPC watch of pods-api."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from apiserver import KubeAPIServer
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from serve import TIMEOUT, Served, serving
+from test_sources_apiserver import pod
+
+from pods_api.core.codec import pod_from_bytes
+from pods_api.core.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+
+ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[KubeAPIServer]:
+    s = KubeAPIServer(tmp_path)
+    s.start()
+    yield s
+    s.stop()
+
+
+def flags(server: KubeAPIServer, tmp_path: Path, **kw: Any) -> tuple[str, ...]:
+    return ("--apiserver", "--kubeconfig", str(server.kubeconfig(tmp_path / "kubeconfig", **kw)))
+
+
+class Watch:
+    """A real WatchPods stream of pods-api; `next(n)` is the next n events as (type, name)."""
+
+    def __init__(self, served: Served) -> None:
+        self._channel = grpc.aio.insecure_channel(served.target)
+        self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
+
+    async def next(self, count: int = 1) -> list[tuple[int, str]]:
+        out = []
+        async with asyncio.timeout(TIMEOUT):
+            while len(out) < count:
+                event = await self._call.read()
+                name = pod_from_bytes(event.pod)["metadata"]["name"] if event.pod else ""
+                out.append((event.type, name))
+        return out
+
+    async def close(self) -> None:
+        self._call.cancel()
+        await self._channel.close()
+
+
+async def names(served: Served) -> list[str]:
+    async with grpc.aio.insecure_channel(served.target) as channel:
+        response = await api_grpc.PodsStub(channel).ListPods(api.ListPodsRequest())
+    return sorted(pod_from_bytes(p)["metadata"]["name"] for p in response.pods)
+
+
+def health(served: Served) -> int:
+    with grpc.insecure_channel(served.target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        return int(stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=TIMEOUT).status)
+
+
+def http_get(served: Served, path: str) -> httpx.Response:
+    transport = httpx.HTTPTransport(uds=str(served.http_socket))
+    with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+        return client.get(f"http://localhost{path}")
+
+
+def metric(served: Served, line_start: str) -> float:
+    body = http_get(served, "/metrics").text
+    return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith(line_start))
+
+
+async def test_syncs_this_nodes_pods_and_follows_changes(server: KubeAPIServer, tmp_path: Path) -> None:
+    server.put(pod("web"))
+    server.put(pod("db"))
+    server.put(pod("other-nodes-pod", node="node-2"))
+
+    with serving(tmp_path / "run", *flags(server, tmp_path)) as served:
+        assert await names(served) == ["db", "web"]
+        watch = Watch(served)
+        assert sorted(await watch.next(3)) == [(ADDED, "db"), (ADDED, "web"), (SYNCED, "")]
+
+        server.put(pod("web", image="nginx:2"))
+        server.put(pod("moved-here", node="node-2"))
+        server.put(pod("moved-here", node="node-1"))  # now bound to this node: ADDED
+        server.delete("uid-db")
+        assert await watch.next(3) == [(MODIFIED, "web"), (ADDED, "moved-here"), (DELETED, "db")]
+        assert await names(served) == ["moved-here", "web"]
+        await watch.close()
+
+
+async def test_a_410_with_changes_in_between_gives_exactly_those_events(
+    server: KubeAPIServer, tmp_path: Path
+) -> None:
+    for name in ("same-1", "same-2", "changed", "removed"):
+        server.put(pod(name))
+    with serving(tmp_path / "run", *flags(server, tmp_path)) as served:
+        watch = Watch(served)
+        await watch.next(5)
+        server.stop()
+        server.put(pod("changed", image="nginx:2"))
+        server.delete("uid-removed")
+        server.put(pod("new"))
+        server.put(pod("same-2", node="node-2"))  # moved away: gone from this node
+        server.restart(keep_history=False)  # our resourceVersion is too old now: 410, relist
+
+        events = sorted(await watch.next(4))
+        assert events == [(ADDED, "new"), (MODIFIED, "changed"), (DELETED, "removed"), (DELETED, "same-2")]
+        served.wait_for_line("listing again")
+        server.put(pod("marker"))
+        assert await watch.next(1) == [(ADDED, "marker")]  # and nothing for unchanged pods before it
+        await watch.close()
+
+
+async def test_an_outage_changes_nothing_clients_see_and_it_converges_after(
+    server: KubeAPIServer, tmp_path: Path
+) -> None:
+    server.put(pod("web"))
+    server.put(pod("db"))
+    with serving(tmp_path / "run", *flags(server, tmp_path)) as served:
+        watch = Watch(served)
+        await watch.next(3)
+        assert metric(served, 'pods_api_source_connected{source="apiserver"}') == 1
+
+        server.stop()
+        served.wait_for_line("cannot connect")
+        assert await names(served) == ["db", "web"]
+        assert health(served) == health_pb2.HealthCheckResponse.SERVING
+        assert http_get(served, "/readyz").status_code == 200
+        assert metric(served, 'pods_api_source_connected{source="apiserver"}') == 0
+        assert metric(served, 'pods_api_source_errors_total{source="apiserver"}') >= 1
+
+        server.put(pod("web", image="nginx:2"))
+        server.delete("uid-db")
+        server.restart(keep_history=False)
+        assert sorted(await watch.next(2)) == [(MODIFIED, "web"), (DELETED, "db")]
+        served.wait_for_line("resolved")
+        assert metric(served, 'pods_api_source_connected{source="apiserver"}') == 1
+        await watch.close()
+
+
+async def test_a_refused_token_is_a_clear_error_not_no_pods(server: KubeAPIServer, tmp_path: Path) -> None:
+    server.put(pod("web"))
+    with serving(tmp_path / "run", *flags(server, tmp_path, token="wr0ng"), ready=False) as served:
+        line = served.wait_for_line("401")
+        assert "Unauthorized" in line and "check the credentials of kubeconfig" in line
+        async with grpc.aio.insecure_channel(served.target) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await api_grpc.PodsStub(channel).ListPods(api.ListPodsRequest())
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        readyz = http_get(served, "/readyz")
+        assert readyz.status_code == 503 and "apiserver" in readyz.text
+    assert "wr0ng" not in "".join(served.lines) and server.token not in "".join(served.lines)
+
+
+def test_kubeconfig_flags_without_apiserver_are_a_usage_error(tmp_path: Path) -> None:
+    from serve import start
+
+    served = start(tmp_path / "run", "--fixtures", str(tmp_path), "--kube-context", "x", wait=None)
+    try:
+        assert served.proc.wait(TIMEOUT) == 2
+        assert "--kubeconfig and --kube-context are for --apiserver" in "".join(served.lines)
+    finally:
+        served.close()
