@@ -112,6 +112,7 @@ class KubeAPIServer:
         self.directory = directory
         self.token = token
         self.gone_as_http = False  # 410 as the watch's HTTP status instead of an ERROR event
+        self.ignore_field_selector = False  # as a broken proxy or a fake server might
         self.port = 0
         self.seen: queue.Queue[Seen] = queue.Queue()
         self._lock = threading.Lock()
@@ -292,7 +293,7 @@ class KubeAPIServer:
         if authorization != f"Bearer {self.token}":
             return _json(401, status(401, "Unauthorized", "Unauthorized"))
         try:
-            matches = _selector(query.get("fieldSelector", ""))
+            matches = _selector("" if self.ignore_field_selector else query.get("fieldSelector", ""))
         except ValueError as exc:
             return _json(400, status(400, "BadRequest", str(exc)))
         if _true(query.get("watch", "")):

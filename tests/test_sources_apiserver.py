@@ -67,6 +67,21 @@ async def test_lists_this_nodes_pods_then_watches_from_the_lists_version(
     assert web["metadata"]["uid"] == "uid-web" and web["status"]["phase"] == "Running"
 
 
+async def test_pods_of_other_nodes_are_never_served_even_unfiltered(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    server.ignore_field_selector = True
+    server.put(pod("web"))
+    server.put(pod("elsewhere", node="node-2"))
+    assert [p.name for p in (await harness.start(source(server, harness, tmp_path))).pods] == ["web"]
+
+    server.put(pod("elsewhere", image="nginx:2", node="node-2"))
+    server.put(pod("web", node="node-2"))  # rebound: no longer ours
+    server.put(pod("db"))
+    events = [(e.type, e.pod.name) for e in await harness.events(2)]
+    assert events == [(DELETED, "web"), (ADDED, "db")]
+
+
 async def test_changes_are_events(server: KubeAPIServer, harness: Harness, tmp_path: Path) -> None:
     server.put(pod("web"))
     await harness.start(source(server, harness, tmp_path))

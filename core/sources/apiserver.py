@@ -202,7 +202,12 @@ class APIServerSource:
             resource_version=self._list_rv,
         )
         async with response:
-            body = await self._body(response, "list")
+            try:
+                body = await self._body(response, "list")
+            except APIServerError as exc:
+                if exc.status == 504 and self._list_rv not in ("", "0"):
+                    self._list_rv = ""  # "too large resource version": a lagging server; read fresh
+                raise
         try:
             pod_list = orjson.loads(body)
             rv = pod_list["metadata"]["resourceVersion"]
@@ -214,10 +219,12 @@ class APIServerSource:
         pods: dict[str, PodVersion] = {}
         bad: dict[str, str] = {}
         for obj in items:
+            if not self._ours(obj):
+                continue
             uid, pod = self._decode(obj, bad)
             if pod is not None:
                 pods[uid] = pod
-            elif uid in self._pods and uid in bad:  # keep its last good version
+            elif uid in self._pods:  # keep its last good version
                 pods[uid] = self._pods[uid]
         self._pods, self._bad, self._rv = pods, bad, rv
         self._connected()
@@ -276,6 +283,8 @@ class APIServerSource:
         if kind == "ERROR":
             raise _status_error(self._server, "watch", obj, status=int(obj.get("code") or 0))
         rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED") and not self._ours(obj):
+            kind = "DELETED"  # bound elsewhere now: no longer this node's pod
         if kind in ("ADDED", "MODIFIED"):
             uid, pod = self._decode(obj, self._bad)
             if pod is not None:
@@ -301,12 +310,8 @@ class APIServerSource:
         uid = _served_uid(obj)
         meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
         what = f"pod {meta.get('namespace', '')}/{meta.get('name', '')} (uid {meta.get('uid', '')})"
-        if not isinstance(obj, dict) or not uid:
-            bad[uid or what] = f"{what}: not a Pod with a uid"
-            return uid, None
-        node = (obj.get("spec") or {}).get("nodeName")
-        if node != self.node_name:  # the server filters; a proxy that does not is still refused
-            bad[uid] = f"{what}: bound to node {node!r}, not {self.node_name!r}"
+        if not uid:
+            bad[what] = f"{what}: not a Pod with a uid"
             return uid, None
         if uid != meta.get("uid"):  # a mirror pod: the static pod's identity
             obj = {**obj, "metadata": {**meta, "uid": uid}}
@@ -319,6 +324,24 @@ class APIServerSource:
         for warning in warnings:
             self._warnings.setdefault(warning, what)
         return uid, pod
+
+    def _ours(self, obj: Any) -> bool:
+        """Whether a pod is bound to this node. The server filters by the field selector; this
+        holds even behind a proxy or a server that does not."""
+        if not isinstance(obj, dict):
+            return True  # _decode names what is wrong with it
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node == self.node_name:
+            return True
+        meta = obj.get("metadata") or {}
+        log.debug(
+            "pod source %s: pod %s/%s is bound to %r",
+            self.name,
+            meta.get("namespace"),
+            meta.get("name"),
+            node,
+        )
+        return False
 
     def _report(self) -> None:
         unknown = [f"{what}: {warning} (and maybe other pods)" for warning, what in self._warnings.items()]
