@@ -3,8 +3,10 @@ protocol on 127.0.0.1), through a real PodCache."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 from apiserver import KubeAPIServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_sources_common import Harness, by_name, harness_fixture  # noqa: F401
 
 from pods_api.core.sources.apiserver import MIRROR_ANNOTATION, WATCH_TIMEOUT, APIServerSource
@@ -302,3 +306,69 @@ def test_the_rbac_grants_read_on_pods_and_nothing_else() -> None:
         account["namespace"],
     )
     assert by_kind["ClusterRoleBinding"]["roleRef"]["name"] == by_kind["ClusterRole"]["metadata"]["name"]
+
+
+# ---------------------------------------------------------------------------------------------
+# convergence, whatever happens in between
+
+_names = st.sampled_from(["a", "b", "c", "d"])
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), _names, st.sampled_from(["nginx:1", "nginx:2"]), st.booleans()),
+        st.tuples(st.just("delete"), _names),
+        st.tuples(st.sampled_from(["drop", "bookmark", "compact", "restart"])),
+    ),
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # one server, a node per example
+)
+@given(ops=_ops)
+def test_the_cache_converges_to_the_servers_pods(
+    server: KubeAPIServer, tmp_path: Path, ops: list[Any]
+) -> None:
+    node = f"node-{uuid.uuid4().hex[:8]}"
+    asyncio.run(_converge(server, tmp_path, node, ops))
+
+
+async def _converge(server: KubeAPIServer, tmp_path: Path, node: str, ops: list[Any]) -> None:
+    harness = Harness()
+    kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+    harness.launch(APIServerSource(node_name=node, kubeconfig=kubeconfig, on_error=harness.on_error))
+    expected: dict[str, str] = {}  # uid -> image, for this node
+    stored: set[str] = set()
+    try:
+        await harness.synced()
+        for op in ops:
+            if op[0] == "put":
+                _, name, image, here = op
+                uid = f"{node}-{name}"
+                server.put(pod(name, uid=uid, image=image, node=node if here else "other-node"))
+                stored.add(uid)
+                if here:
+                    expected[uid] = image
+                else:
+                    expected.pop(uid, None)
+            elif op[0] == "delete" and f"{node}-{op[1]}" in stored:
+                server.delete(f"{node}-{op[1]}")
+                stored.discard(f"{node}-{op[1]}")
+                expected.pop(f"{node}-{op[1]}", None)
+            elif op[0] == "drop":
+                server.drop_watches()
+            elif op[0] == "bookmark":
+                server.bookmark()
+            elif op[0] == "compact":
+                server.compact()
+            elif op[0] == "restart":
+                await asyncio.to_thread(server.restart, keep_history=False)
+        server.put(pod("marker", uid=f"{node}-marker", node=node))
+        while (await harness.event()).pod.uid != f"{node}-marker":
+            pass
+        served = {p.uid: p.json["spec"]["containers"][0]["image"] for p in harness.cache.snapshot().pods}
+        assert served == {**expected, f"{node}-marker": "nginx:1.27"}
+    finally:
+        await harness.stop()
