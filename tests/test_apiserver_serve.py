@@ -96,6 +96,7 @@ async def test_syncs_this_nodes_pods_and_follows_changes(server: KubeAPIServer, 
         assert await watch.next(3) == [(MODIFIED, "web"), (ADDED, "moved-here"), (DELETED, "db")]
         assert await names(served) == ["moved-here", "web"]
         await watch.close()
+        assert served.stop() == 0  # SIGTERM ends the open watch on the API server too
 
 
 async def test_a_410_with_changes_in_between_gives_exactly_those_events(
