@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -372,3 +374,27 @@ async def _converge(server: KubeAPIServer, tmp_path: Path, node: str, ops: list[
         assert served == {**expected, f"{node}-marker": "nginx:1.27"}
     finally:
         await harness.stop()
+
+
+async def test_a_kube_context_with_an_exec_plugin(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "credential-plugin"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": server.token},
+    }
+    plugin.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(credential))})\n")
+    plugin.chmod(0o700)
+    kubeconfig = server.kubeconfig(tmp_path / "kubeconfig", token="wr0ng")  # its current context fails
+    config = yaml.safe_load(kubeconfig.read_text())
+    exec_user = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}
+    config["users"].append({"name": "plugin", "user": {"exec": exec_user}})
+    config["contexts"].append({"name": "via-plugin", "context": {"cluster": "test", "user": "plugin"}})
+    kubeconfig.write_text(yaml.safe_dump(config))
+    server.put(pod("web"))
+
+    s = source(server, harness, tmp_path, kubeconfig=kubeconfig, context="via-plugin")
+    assert [p.name for p in (await harness.start(s)).pods] == ["web"]
+    assert (await server.next_request()).authorization == f"Bearer {server.token}"
