@@ -188,7 +188,7 @@ class APIServerSource:
         api.user_agent = f"pods-api/{__version__}"
         try:
             yield kube_client.CoreV1Api(api)
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise APIServerError(f"{self._server}: {_transport_problem(exc)}") from None
         finally:
             await api.close()
@@ -265,11 +265,17 @@ class APIServerSource:
             if response.status != 200:
                 await self._body(response, "watch")  # raises, naming the status
             self._connected()
-            while line := await response.content.readline():
+            while line := await self._readline(response):
                 if line.strip():
                     self._event(line, sink)
                     progressed = True
         return progressed
+
+    async def _readline(self, response: aiohttp.ClientResponse) -> bytes:
+        try:
+            return await response.content.readline()
+        except ValueError:  # aiohttp's bound on one line: far above etcd's object size limit
+            raise APIServerError(f"{self._server}: watch: an event too large to read") from None
 
     def _event(self, line: bytes, sink: SourceSink) -> None:
         try:
@@ -408,8 +414,6 @@ def _transport_problem(exc: BaseException) -> str:
         return "connection lost mid-response"
     if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
         return "timed out"
-    if isinstance(exc, ValueError):  # aiohttp's limit on one line of a watch
-        return f"watch event too large: {_one_line(exc)}"
     return _one_line(exc) or type(exc).__name__
 
 
