@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+import yaml
 from apiserver import KubeAPIServer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from serve import TIMEOUT, Served, serving
@@ -19,6 +20,7 @@ from test_sources_apiserver import pod
 from pods_api.core.codec import pod_from_bytes
 from pods_api.core.pb import pods_v1alpha1_pb2 as api
 from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+from pods_api.core.sources.apiserver import MIRROR_ANNOTATION
 
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 
@@ -172,3 +174,26 @@ def test_kubeconfig_flags_without_apiserver_are_a_usage_error(tmp_path: Path) ->
         assert "--kubeconfig and --kube-context are for --apiserver" in "".join(served.lines)
     finally:
         served.close()
+
+
+async def test_a_static_pod_and_its_mirror_are_one_pod(server: KubeAPIServer, tmp_path: Path) -> None:
+    static_uid = "5f0c6a2e9b7d4e1f8a3c2b1d0e9f8a7b"  # the kubelet's config hash: the static pod's uid
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "etcd", "namespace": "kube-system", "uid": static_uid},
+        "spec": {"containers": [{"name": "etcd", "image": "registry.k8s.io/etcd:3.5"}]},
+    }
+    (manifests / "etcd.yaml").write_text(yaml.safe_dump(manifest))
+    mirror = pod("etcd-node-1", uid="mirror-uid", annotations={MIRROR_ANNOTATION: static_uid})
+    mirror["metadata"]["namespace"] = "kube-system"
+    server.put(mirror)
+
+    args = (*flags(server, tmp_path), "--manifests", str(manifests))
+    with serving(tmp_path / "run", *args) as served:
+        async with grpc.aio.insecure_channel(served.target) as channel:
+            response = await api_grpc.PodsStub(channel).ListPods(api.ListPodsRequest())
+        (only,) = [pod_from_bytes(p) for p in response.pods]
+        assert (only["metadata"]["name"], only["metadata"]["uid"]) == ("etcd-node-1", static_uid)
