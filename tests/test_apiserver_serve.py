@@ -18,9 +18,9 @@ from serve import TIMEOUT, Served, serving
 from test_sources_apiserver import pod
 
 from pods_api.core.codec import pod_from_bytes
+from pods_api.core.identity import MIRROR_ANNOTATION
 from pods_api.core.pb import pods_v1alpha1_pb2 as api
 from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
-from pods_api.core.sources.apiserver import MIRROR_ANNOTATION
 
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 
@@ -58,10 +58,14 @@ class Watch:
         await self._channel.close()
 
 
-async def names(served: Served) -> list[str]:
+async def listed(served: Served) -> list[dict[str, Any]]:
     async with grpc.aio.insecure_channel(served.target) as channel:
         response = await api_grpc.PodsStub(channel).ListPods(api.ListPodsRequest())
-    return sorted(pod_from_bytes(p)["metadata"]["name"] for p in response.pods)
+    return [pod_from_bytes(p) for p in response.pods]
+
+
+async def names(served: Served) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in await listed(served))
 
 
 def health(served: Served) -> int:
@@ -193,7 +197,18 @@ async def test_a_static_pod_and_its_mirror_are_one_pod(server: KubeAPIServer, tm
 
     args = (*flags(server, tmp_path), "--manifests", str(manifests))
     with serving(tmp_path / "run", *args) as served:
-        async with grpc.aio.insecure_channel(served.target) as channel:
-            response = await api_grpc.PodsStub(channel).ListPods(api.ListPodsRequest())
-        (only,) = [pod_from_bytes(p) for p in response.pods]
+        (only,) = await listed(served)
         assert (only["metadata"]["name"], only["metadata"]["uid"]) == ("etcd-node-1", static_uid)
+        # As the kubelet's Pods API: the spec from the local manifest, the status the mirror reports.
+        assert only["spec"]["containers"][0]["image"] == "registry.k8s.io/etcd:3.5"
+        assert only["metadata"]["annotations"]["kubernetes.io/config.source"] == "file"
+        assert only["status"]["phase"] == "Running"
+
+        watch = Watch(served)
+        await watch.next(2)
+        mirror["status"]["phase"] = "Failed"
+        server.put(mirror)
+        assert await watch.next(1) == [(MODIFIED, "etcd-node-1")]
+        (only,) = await listed(served)
+        assert (only["metadata"]["uid"], only["status"]["phase"]) == (static_uid, "Failed")
+        await watch.close()

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sources_common import Harness, by_name, harness_fixture  # noqa: F401
 
-from pods_api.core.sources.apiserver import MIRROR_ANNOTATION, WATCH_TIMEOUT, APIServerSource
+from pods_api.core.identity import MIRROR_ANNOTATION
+from pods_api.core.sources.apiserver import WATCH_TIMEOUT, APIServerSource
 from pods_api.core.watch import EventType
 
 NODE = "node-1"

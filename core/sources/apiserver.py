@@ -11,9 +11,9 @@ Configuration and authentication (kubeconfig contexts, exec plugins, token files
 ServiceAccount tokens, custom CAs) are kubernetes_asyncio's; pods travel as raw JSON from the
 wire to our codec, never through the library's model classes. No token is ever logged.
 
-Mirror pods: the API server's copy of a static pod has its own uid and the annotation
-`kubernetes.io/config.mirror: <the static pod's uid>`. The kubelet's Pods API serves the static
-pod itself, so this source serves a mirror under that uid: one pod, never two.
+Mirror pods (the API server's copy of a static pod, annotated `kubernetes.io/config.mirror`) are
+handed to the cache as they are: its identity policy (core/identity.py) serves a mirror as its
+static pod, merged with that pod when a local source has it, so no pod is served twice.
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ from pods_api.core.sources.loader import Reporter
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "apiserver"
-# The kubelet's annotation on a mirror pod: the uid (config hash) of the static pod it mirrors.
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # Reconnect backoff: 1 s doubling to 30 s, each wait jittered so that a fleet of nodes that lost
 # the same API server does not come back in lockstep.
 FIRST_RETRY = 1.0
@@ -142,8 +140,8 @@ class APIServerSource:
         self._server = "API server"  # its URL once the configuration is loaded
         self._rv: str | None = None  # the last resourceVersion seen; None: list first
         self._list_rv = "0"  # the first list may come from the server's watch cache
-        self._pods: dict[str, PodVersion] = {}  # served uid -> the last good version
-        self._bad: dict[str, str] = {}  # served uid -> why its latest version was refused
+        self._pods: dict[str, PodVersion] = {}  # uid -> the last good version
+        self._bad: dict[str, str] = {}  # uid -> why its latest version was refused
         self._warnings: dict[str, str] = {}  # unknown field path -> one pod that had it
 
     async def run(self, sink: SourceSink) -> None:
@@ -299,7 +297,7 @@ class APIServerSource:
                 sink.upsert(pod)
             self._report()
         elif kind == "DELETED":
-            uid = _served_uid(obj)
+            uid = _uid(obj)
             self._bad.pop(uid, None)
             if self._pods.pop(uid, None) is not None:
                 sink.delete(uid)
@@ -312,15 +310,13 @@ class APIServerSource:
     # -- pods -----------------------------------------------------------------------------------
 
     def _decode(self, obj: Any, bad: dict[str, str]) -> tuple[str, PodVersion | None]:
-        """The uid a pod is served under and its version; None (and why, in `bad`) if refused."""
-        uid = _served_uid(obj)
+        """A pod's uid and its version; None (and why, in `bad`) if it does not decode."""
+        uid = _uid(obj)
         meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
         what = f"pod {meta.get('namespace', '')}/{meta.get('name', '')} (uid {meta.get('uid', '')})"
         if not uid:
             bad[what] = f"{what}: not a Pod with a uid"
             return uid, None
-        if uid != meta.get("uid"):  # a mirror pod: the static pod's identity
-            obj = {**obj, "metadata": {**meta, "uid": uid}}
         warnings: list[str] = []
         try:
             pod = PodVersion.from_json(obj, warnings)
@@ -380,13 +376,9 @@ class APIServerSource:
         )
 
 
-def _served_uid(obj: Any) -> str:
-    """A mirror pod is served under its static pod's uid (the annotation's value)."""
-    if not isinstance(obj, dict):
-        return ""
-    meta = obj.get("metadata") or {}
-    mirror = (meta.get("annotations") or {}).get(MIRROR_ANNOTATION)
-    uid = mirror if isinstance(mirror, str) and mirror else meta.get("uid")
+def _uid(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
     return uid if isinstance(uid, str) else ""
 
 
