@@ -219,5 +219,5 @@ def _setup_logging(level: str, fmt: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     # httpx logs every request's full URL at INFO (a token may be in its query); watchfiles
     # logs every change batch. Our sources log what matters about both.
-    for chatty in ("httpx", "watchfiles"):
+    for chatty in ("httpx", "watchfiles", "kubernetes_asyncio"):
         logging.getLogger(chatty).setLevel(logging.WARNING)

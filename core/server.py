@@ -39,7 +39,10 @@ def build_sources(config: Config, core: Core) -> list[Source]:
     def count(source: str, reason: str) -> None:
         core.metrics.source_errors.labels(source).inc()
 
-    return config.sources(SourceContext(config.node_name, on_error=count))
+    def connected(source: str, up: bool) -> None:
+        core.metrics.source_connected.labels(source).set(up)
+
+    return config.sources(SourceContext(config.node_name, on_error=count, on_connected=connected))
 
 
 class _Uvicorn(uvicorn.Server):

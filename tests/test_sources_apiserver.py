@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import logging
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -399,3 +400,14 @@ async def test_a_kube_context_with_an_exec_plugin(
     s = source(server, harness, tmp_path, kubeconfig=kubeconfig, context="via-plugin")
     assert [p.name for p in (await harness.start(s)).pods] == ["web"]
     assert (await server.next_request()).authorization == f"Bearer {server.token}"
+
+
+def test_the_kubernetes_client_is_loaded_only_for_apiserver() -> None:
+    # kubernetes_asyncio loads every generated API model (~44 MiB resident): a server without
+    # --apiserver must not pay for it, though every source module is imported for its flags.
+    code = (
+        "import sys, pods_api.core.cli, pods_api.core.server, pods_api.core.sources.registry;"
+        "print(sorted({'kubernetes_asyncio', 'aiohttp'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

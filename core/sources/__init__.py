@@ -56,6 +56,8 @@ class SourceContext:
 
     node_name: str  # this node's name, lowercased
     on_error: ErrorCounter | None = None  # None while the flags are only being checked
+    # Told (source name, connected) by a source that holds a connection to a server.
+    on_connected: Callable[[str, bool], None] | None = None
 
 
 class SourceModule(Protocol):

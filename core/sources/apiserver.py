@@ -18,6 +18,7 @@ static pod, merged with that pod when a local source has it, so no pod is served
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -25,19 +26,22 @@ import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-from kubernetes_asyncio import client as kube_client
-from kubernetes_asyncio import config as kube_config
 
 from pods_api import __version__
 from pods_api.core.cache import SourceSink
 from pods_api.core.codec import CodecError
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources import ErrorCounter, Source, SourceContext
 from pods_api.core.sources.loader import Reporter
+
+if TYPE_CHECKING:
+    # Imported where used: kubernetes_asyncio loads every generated API model (~44 MiB resident),
+    # which only a server started with --apiserver should pay for.
+    import aiohttp
+    from kubernetes_asyncio import client as kube_client
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,9 @@ class Credentials:
         self._loader = None
 
     async def configuration(self) -> kube_client.Configuration:
+        from kubernetes_asyncio import client as kube_client
+        from kubernetes_asyncio import config as kube_config
+
         configuration: kube_client.Configuration = type.__call__(kube_client.Configuration)  # no global
         try:
             if self._kubeconfig is None:
@@ -180,6 +187,9 @@ class APIServerSource:
 
     @asynccontextmanager
     async def _api(self) -> AsyncIterator[kube_client.CoreV1Api]:
+        import aiohttp
+        from kubernetes_asyncio import client as kube_client
+
         configuration = await self._credentials.configuration()
         self._server = str(configuration.host)
         api = kube_client.ApiClient(configuration)
@@ -194,6 +204,8 @@ class APIServerSource:
     # -- list -----------------------------------------------------------------------------------
 
     async def _list(self, api: kube_client.CoreV1Api, sink: SourceSink) -> None:
+        import aiohttp
+
         response = await self._get_pods(
             api,
             aiohttp.ClientTimeout(total=LIST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
@@ -235,6 +247,8 @@ class APIServerSource:
     ) -> aiohttp.ClientResponse:
         """GET /api/v1/pods for this node: the raw response, so pods stay JSON bytes until our
         codec reads them (the library's model classes are never involved)."""
+        import aiohttp
+
         response: Any = await api.list_pod_for_all_namespaces(
             field_selector=f"spec.nodeName={self.node_name}",
             _preload_content=False,
@@ -249,6 +263,8 @@ class APIServerSource:
     async def _watch(self, api: kube_client.CoreV1Api, sink: SourceSink) -> bool:
         """Watch from self._rv until the server ends the stream; whether anything arrived.
         Raises Gone when the server no longer has that resourceVersion."""
+        import aiohttp
+
         timeout = random.randint(*self._watch_timeout)
         response = await self._get_pods(
             api,
@@ -398,6 +414,8 @@ def _status_error(
 
 def _transport_problem(exc: BaseException) -> str:
     """What went wrong on the connection, in words (aiohttp's own are about its internals)."""
+    import aiohttp
+
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return f"TLS certificate not trusted: {_one_line(exc.certificate_error)}"
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -411,3 +429,43 @@ def _transport_problem(exc: BaseException) -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+# -- the command line (core/sources/registry.py) ------------------------------------------------
+
+SOURCE_FLAGS: tuple[str, ...] = ("--apiserver",)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--apiserver",
+        action="store_true",
+        help="serve the pods the API server has bound to this node (list and watch, as the kubelet)",
+    )
+    add(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="for --apiserver: a kubeconfig (default: $KUBECONFIG, else the in-cluster ServiceAccount)",
+    )
+    add("--kube-context", metavar="NAME", help="for --apiserver: the kubeconfig context to use")
+
+
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    if not args.apiserver:
+        if args.kubeconfig or args.kube_context:
+            raise ValueError("--kubeconfig and --kube-context are for --apiserver")
+        return []
+    if args.kubeconfig and not args.kubeconfig.is_file():
+        raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+    on_connected = context.on_connected
+    return [
+        APIServerSource(
+            node_name=context.node_name,
+            kubeconfig=args.kubeconfig,
+            context=args.kube_context,
+            on_error=context.on_error,
+            on_connected=(lambda up: on_connected(SOURCE_NAME, up)) if on_connected else None,
+        )
+    ]

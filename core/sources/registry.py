@@ -10,6 +10,7 @@ from pods_api.core.sources import (
     Source,
     SourceContext,
     SourceModule,
+    apiserver,
     fixtures,
     kubelet,
     kubeletpods,
@@ -18,7 +19,7 @@ from pods_api.core.sources import (
 )
 
 # In the order their flags are listed in `--help` and in the "no pod source" message.
-SOURCE_MODULES: tuple[SourceModule, ...] = (fixtures, manifests, url, kubelet, kubeletpods)
+SOURCE_MODULES: tuple[SourceModule, ...] = (fixtures, manifests, url, kubelet, kubeletpods, apiserver)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
