@@ -299,9 +299,12 @@ class APIServerSource:
                 raise TypeError
         except (orjson.JSONDecodeError, KeyError, TypeError):
             # Our resourceVersion did not move: watching again from it gets this event again.
-            raise APIServerError(f"{self._server}: watch: an event that is not JSON: {line[:80]!r}") from None
+            # Not the line itself: a pod's env may hold a secret's value.
+            problem = f"an event that is not JSON ({len(line)} bytes)"
+            raise APIServerError(f"{self._server}: watch: {problem}") from None
         if kind == "ERROR":
-            raise _status_error(self._server, "watch", obj, status=int(obj.get("code") or 0))
+            code = obj.get("code")
+            raise _status_error(self._server, "watch", obj, status=code if isinstance(code, int) else 0)
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED") and not self._ours(obj):
             kind = "DELETED"  # bound elsewhere now: no longer this node's pod
