@@ -217,6 +217,12 @@ class KubeAPIServer:
                 if watch.bookmarks:
                     self._send(watch, line)
 
+    def send_raw(self, line: bytes) -> None:
+        """Bytes to every open watch as they are: a corrupt event from a broken proxy."""
+        with self._lock:
+            for watch in self._watches:
+                self._send(watch, line)
+
     def drop_watches(self) -> None:
         """Cut every open watch mid-stream, as a failing load balancer would."""
         with self._lock:

@@ -149,6 +149,23 @@ async def test_a_dropped_watch_resumes_from_the_last_version_without_a_list(
     assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "cache")]
 
 
+async def test_a_corrupt_event_is_an_error_and_the_watch_resumes_before_it(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.put(pod("web"))
+    await harness.start(source(server, harness, tmp_path))
+    await server.next_request(watch=True)
+    seen = server.resource_version
+    server.send_raw(b'{"type":"MODIFIED","object":{"spec":{"env":"s3cret-value"\n')
+
+    error = await harness.error("not JSON")
+    assert "bytes" in error and "s3cret-value" not in caplog.text
+    resumed = await server.next_request()
+    assert resumed.query.get("watch", "").lower() == "true" and resumed.query["resourceVersion"] == seen
+    server.put(pod("db"))
+    assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "db")]
+
+
 async def test_a_watch_that_times_out_is_resumed(
     server: KubeAPIServer, harness: Harness, tmp_path: Path
 ) -> None:
