@@ -1,0 +1,526 @@
+"""A pod's `status` computed from what the container runtime reports over CRI, by the kubelet's
+rules (pkg/kubelet/kubelet_pods.go: convertToAPIContainerStatuses, getPhase; pkg/kubelet/status/
+generate.go: the conditions). Pure functions over plain values: no I/O, no clock except `now`.
+
+What we compute, and where it differs from the kubelet because the kubelet knows more:
+
+- `containerStatuses`, `initContainerStatuses`, `ephemeralContainerStatuses`: per container name,
+  the newest runtime container gives `state`, the one before it `lastState`; `restartCount` from
+  the annotation `io.kubernetes.container.restartCount`; `containerID` `<runtime>://<id>`;
+  `image` and `imageID` as the runtime reports them. A container the runtime has not created yet
+  is waiting with reason `ContainerCreating` (`PodInitializing` when the pod has init
+  containers). The kubelet's own waiting reasons (`CrashLoopBackOff`, `ErrImagePull`, ...) live
+  only in the kubelet: between restarts we show the runtime's truth, the terminated container.
+- `started` and `ready`: probe results live only in the kubelet. We compute them as the kubelet
+  does for a container without probes: a running container is started and ready, any other is
+  neither. When `previous` (an older status of the same pod: ours, or the owning source's in the
+  overlay) has values for the same running container ID, those are kept instead.
+- `phase`: getPhase, without the alpha ContainerRestartRules gate. The pod counts as terminal
+  (podIsTerminal) when its newest sandbox is stopped and nothing runs in it: the kubelet stops a
+  pod's sandbox only once it has finished with the pod.
+- `conditions`: PodReadyToStartContainers (the newest sandbox is ready), Initialized, Ready,
+  ContainersReady, PodScheduled, with the kubelet's reasons and messages; a condition's
+  `lastTransitionTime` is kept from `previous` while its status stays, else `now`. Conditions
+  in `previous` that the kubelet does not own are kept, first, as the kubelet keeps them.
+- `podIP`/`podIPs` from the newest sandbox's network status while it is ready (none for pods on
+  the host network: the kubelet takes those from the node, which the runtime does not report).
+- `startTime`: kept from `previous`, else the creation time of the pod's oldest sandbox.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# The kubelet's labels and annotations on sandboxes and containers (kuberuntime/labels.go).
+POD_UID_LABEL = "io.kubernetes.pod.uid"
+POD_NAME_LABEL = "io.kubernetes.pod.name"
+POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+CONTAINER_NAME_LABEL = "io.kubernetes.container.name"
+RESTART_COUNT_ANNOTATION = "io.kubernetes.container.restartCount"
+CONTAINER_TYPE_ANNOTATION = "io.kubernetes.container.type"
+CONTAINER_PORTS_ANNOTATION = "io.kubernetes.container.ports"
+KUBELET_POD_LABELS = frozenset({POD_UID_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL})
+# Where the kubelet says which source a pod came from; anything but "api" is a static pod.
+CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
+
+# The container types of the type annotation.
+REGULAR, INIT, EPHEMERAL = "container", "init", "ephemeral"
+# Conditions the kubelet owns and regenerates; any other condition in `previous` is kept.
+KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+
+
+class State(enum.IntEnum):
+    """CRI's ContainerState, same numbers."""
+
+    CREATED = 0
+    RUNNING = 1
+    EXITED = 2
+    UNKNOWN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    id: str
+    uid: str
+    name: str
+    namespace: str
+    attempt: int
+    ready: bool
+    created_at: int  # nanoseconds since the epoch
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    ips: tuple[str, ...] = ()
+    host_network: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    id: str
+    sandbox_id: str
+    uid: str  # the pod's, from the container's label (the sandbox's when it has none)
+    name: str
+    kind: str  # REGULAR, INIT or EPHEMERAL
+    state: State
+    created_at: int
+    started_at: int = 0
+    finished_at: int = 0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    image: str = ""
+    image_ref: str = ""
+    restart_count: int = 0
+    spec_image: str = ""  # the image as the kubelet asked for it, when the runtime says
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    ports: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SpecContainer:
+    name: str
+    image: str = ""
+    sidecar: bool = False  # an init container with restartPolicy Always
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What status computation needs of a pod's spec."""
+
+    containers: tuple[SpecContainer, ...] = ()
+    init_containers: tuple[SpecContainer, ...] = ()
+    ephemeral_containers: tuple[SpecContainer, ...] = ()
+    restart_policy: str = "Always"
+    static: bool = False
+    readiness_gates: tuple[str, ...] = ()
+    deleted: bool = False
+
+    @classmethod
+    def from_pod(cls, pod: Mapping[str, Any]) -> Shape:
+        """From a pod's Kubernetes JSON (the owning source's, in the overlay)."""
+        spec = pod.get("spec") or {}
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+
+        def containers(key: str) -> tuple[SpecContainer, ...]:
+            return tuple(
+                SpecContainer(c.get("name", ""), c.get("image", ""), c.get("restartPolicy") == "Always")
+                for c in spec.get(key) or ()
+            )
+
+        return cls(
+            containers("containers"),
+            containers("initContainers"),
+            containers("ephemeralContainers"),
+            spec.get("restartPolicy") or "Always",
+            annotations.get(CONFIG_SOURCE_ANNOTATION, "api") != "api",
+            tuple(g.get("conditionType", "") for g in spec.get("readinessGates") or ()),
+            bool((pod.get("metadata") or {}).get("deletionTimestamp")),
+        )
+
+
+def rfc3339(ns: int) -> str:
+    """metav1.Time as Kubernetes JSON writes it: UTC, whole seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns // 1_000_000_000))
+
+
+def container_id(runtime: str, cid: str) -> str:
+    return f"{runtime}://{cid}"
+
+
+# -- container statuses ---------------------------------------------------------------------------
+
+
+def _state(c: Container, runtime: str, old: Mapping[str, Any] | None) -> tuple[dict[str, Any], int | None]:
+    """A runtime container's state as the API shows it, and a restart count that overrides the
+    annotation's (only for a running container the runtime lost)."""
+    if c.state is State.RUNNING:
+        return {"running": {"startedAt": rfc3339(c.started_at)}}, None
+    if c.state is State.CREATED:
+        return {"waiting": {}}, None  # created but not started: waiting, with no reason
+    if c.state is State.EXITED:
+        terminated: dict[str, Any] = {"exitCode": c.exit_code}
+        if c.reason:
+            terminated["reason"] = c.reason
+        if c.message:
+            terminated["message"] = c.message
+        terminated["startedAt"] = rfc3339(c.started_at) if c.started_at else None
+        terminated["finishedAt"] = rfc3339(c.finished_at) if c.finished_at else None
+        terminated["containerID"] = container_id(runtime, c.id)
+        return {"terminated": {k: v for k, v in terminated.items() if v is not None}}, None
+    if old is not None and "running" in (old.get("state") or {}):
+        # As the kubelet: a container that was running and is now unknown has ended somehow.
+        lost = {
+            "exitCode": 137,
+            "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was terminated",
+        }
+        return {"terminated": lost}, int(old.get("restartCount", 0)) + 1
+    return {"waiting": {}}, None
+
+
+def container_statuses(
+    specs: Sequence[SpecContainer],
+    runtime_containers: Iterable[Container],
+    runtime: str,
+    *,
+    has_init: bool,
+    is_init: bool,
+    previous: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The API statuses of one kind of container (regular, init or ephemeral)."""
+    old_by_name = {s.get("name"): s for s in previous}
+    by_name: dict[str, list[Container]] = {}
+    for c in runtime_containers:
+        by_name.setdefault(c.name, []).append(c)
+    default_reason = "PodInitializing" if has_init else "ContainerCreating"
+    statuses: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        old = old_by_name.get(spec.name)
+        history = sorted(by_name.get(spec.name, ()), key=lambda c: c.created_at, reverse=True)
+        if not history:
+            status: dict[str, Any] = {
+                "name": spec.name,
+                "state": {"waiting": {"reason": default_reason}},
+                "ready": False,
+                "restartCount": int(old.get("restartCount", 0)) if old else 0,
+                "image": spec.image,
+                "imageID": "",
+                "started": False,
+            }
+            if old and old.get("lastState"):
+                status["lastState"] = old["lastState"]
+            statuses[spec.name] = status
+            continue
+        newest = history[0]
+        state, restarts = _state(newest, runtime, old)
+        cid = container_id(runtime, newest.id)
+        running = "running" in state
+        status = {
+            "name": spec.name,
+            "state": state,
+            "lastState": _state(history[1], runtime, None)[0] if len(history) > 1 else {},
+            "ready": running,
+            "restartCount": newest.restart_count if restarts is None else restarts,
+            "image": newest.image or spec.image,
+            "imageID": newest.image_ref,
+            "containerID": cid,
+            "started": running,
+        }
+        if running and old is not None and old.get("containerID") == cid:
+            # Probe results: only the kubelet has them; keep what was said about this container.
+            for key in ("ready", "started"):
+                if key in old:
+                    status[key] = bool(old[key])
+        statuses[spec.name] = status
+    ordered = [statuses[s.name] for s in specs]
+    return ordered if is_init else sorted(ordered, key=lambda s: s["name"])
+
+
+# -- phase ---------------------------------------------------------------------------------------
+
+
+def _status_of(statuses: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
+    return next((s for s in statuses if s.get("name") == name), None)
+
+
+def get_phase(
+    shape: Shape, statuses: Sequence[Mapping[str, Any]], *, terminal: bool, initialized: bool
+) -> str:
+    """The kubelet's getPhase: `statuses` holds regular and init container statuses together;
+    `terminal` is podIsTerminal, `initialized` is "a regular container has run"."""
+    pending_init = failed_init = pending_sidecars = 0
+    for spec in shape.init_containers:
+        if spec.sidecar:
+            continue
+        s = _status_of(statuses, spec.name)
+        state = (s or {}).get("state") or {}
+        if s is None or "running" in state:
+            pending_init += 1
+        elif "terminated" in state:
+            failed_init += state["terminated"].get("exitCode", 0) != 0
+        elif "waiting" in state:
+            last = (s.get("lastState") or {}).get("terminated")
+            if last is None:
+                pending_init += 1
+            else:
+                failed_init += last.get("exitCode", 0) != 0
+        else:
+            pending_init += 1
+
+    unknown = running = waiting = stopped = succeeded = 0
+    for spec in shape.init_containers:
+        if not spec.sidecar:
+            continue
+        s = _status_of(statuses, spec.name)
+        state = (s or {}).get("state") or {}
+        if s is None:
+            unknown += 1
+        elif "running" in state:
+            pending_sidecars += not s.get("started")
+            running += 1
+        elif "terminated" in state:
+            pass  # a stopped sidecar does not count towards the phase
+        elif "waiting" in state:
+            if not (s.get("lastState") or {}).get("terminated"):
+                pending_sidecars += 1
+                waiting += 1
+        else:
+            pending_sidecars += 1
+            unknown += 1
+
+    for spec in shape.containers:
+        s = _status_of(statuses, spec.name)
+        state = (s or {}).get("state") or {}
+        if s is None:
+            unknown += 1
+        elif "running" in state:
+            running += 1
+        elif "terminated" in state:
+            stopped += 1
+            succeeded += state["terminated"].get("exitCode", 0) == 0
+        elif "waiting" in state:
+            if (s.get("lastState") or {}).get("terminated"):
+                stopped += 1
+            else:
+                waiting += 1
+        else:
+            unknown += 1
+
+    if failed_init > 0 and shape.restart_policy == "Never":
+        return "Failed"
+    if pending_init > 0 or (pending_sidecars > 0 and not initialized) or waiting > 0:
+        return "Pending"
+    if running > 0 and unknown == 0:
+        return "Running"
+    if running == 0 and stopped > 0 and unknown == 0:
+        if terminal and not shape.static:
+            return "Succeeded" if stopped == succeeded else "Failed"
+        if shape.restart_policy == "Always":
+            return "Running"
+        if stopped == succeeded:
+            return "Succeeded"
+        if shape.restart_policy == "Never":
+            return "Failed"
+        return "Running"
+    return "Pending"
+
+
+# -- conditions ----------------------------------------------------------------------------------
+
+
+def _names(names: Sequence[str]) -> str:
+    return "[" + " ".join(names) + "]"  # Go's %s of a []string
+
+
+def _initialized(
+    shape: Shape, init: Sequence[Mapping[str, Any]], regular: Sequence[Mapping[str, Any]], phase: str
+) -> tuple[str, str, str]:
+    if not shape.init_containers:
+        return "True", "", ""
+    unknown: list[str] = []
+    incomplete: list[str] = []
+    for spec in shape.init_containers:
+        s = _status_of(init, spec.name)
+        if s is None:
+            unknown.append(spec.name)
+            continue
+        terminated = ((s.get("state") or {}).get("terminated")) or None
+        done = (
+            bool(s.get("started"))
+            if spec.sidecar
+            else (terminated is not None and not terminated.get("exitCode"))
+        )
+        if not done:
+            incomplete.append(spec.name)
+    if phase == "Succeeded" and not unknown:
+        return "True", "PodCompleted", ""
+    if any(
+        {"running", "terminated"} & (s.get("state") or {}).keys()
+        or (s.get("lastState") or {}).get("terminated")
+        for s in regular
+    ):
+        return "True", "", ""
+    incomplete += unknown
+    if incomplete:
+        return "False", "ContainersNotInitialized", f"containers with incomplete status: {_names(incomplete)}"
+    return "True", "", ""
+
+
+def _containers_ready(
+    shape: Shape, init: Sequence[Mapping[str, Any]], regular: Sequence[Mapping[str, Any]], phase: str
+) -> tuple[str, str, str]:
+    unknown: list[str] = []
+    unready: list[str] = []
+    checks = [(s, init) for s in shape.init_containers if s.sidecar] + [
+        (s, regular) for s in shape.containers
+    ]
+    for spec, statuses in checks:
+        s = _status_of(statuses, spec.name)
+        if s is None:
+            unknown.append(spec.name)
+        elif not s.get("ready"):
+            unready.append(spec.name)
+    if phase == "Succeeded" and not unknown:
+        return "False", "PodCompleted", ""
+    messages = []
+    if unknown:
+        messages.append(f"containers with unknown status: {_names(unknown)}")
+    if unready:
+        messages.append(f"containers with unready status: {_names(unready)}")
+    if messages:
+        return "False", "ContainersNotReady", "; ".join(messages)
+    return "True", "", ""
+
+
+def _readiness_gates(shape: Shape, conditions: Sequence[Mapping[str, Any]]) -> tuple[str, str, str]:
+    have = {c.get("type"): c.get("status") for c in conditions}
+    problems = []
+    for gate in shape.readiness_gates:
+        if gate not in have:
+            problems.append(f'corresponding condition of pod readiness gate "{gate}" does not exist.')
+        elif have[gate] != "True":
+            problems.append(f'the status of pod readiness gate "{gate}" is not "True", but {have[gate]}')
+    if problems:
+        return "False", "ReadinessGatesNotReady", ", ".join(problems)
+    return "True", "", ""
+
+
+def _condition(
+    kind: str, value: tuple[str, str, str], previous: Mapping[str, Mapping[str, Any]], now: str
+) -> dict[str, Any]:
+    status, reason, message = value
+    old = previous.get(kind)
+    since = old.get("lastTransitionTime") if old and old.get("status") == status else None
+    condition: dict[str, Any] = {"type": kind, "status": status, "lastTransitionTime": since or now}
+    if reason:
+        condition["reason"] = reason
+    if message:
+        condition["message"] = message
+    return condition
+
+
+# -- the whole status ----------------------------------------------------------------------------
+
+
+def pod_ips(sandbox: Sandbox | None) -> list[str]:
+    """The newest sandbox's IPs while it is ready: IPv4 first, then IPv6, one of each, as the
+    kubelet sorts them for an IPv4 node."""
+    if sandbox is None or not sandbox.ready:
+        return []
+    parsed = []
+    for ip in sandbox.ips:
+        try:
+            parsed.append(ipaddress.ip_address(ip))
+        except ValueError:
+            continue
+    v4 = next((str(ip) for ip in parsed if ip.version == 4), None)
+    v6 = next((str(ip) for ip in parsed if ip.version == 6), None)
+    return [ip for ip in (v4, v6) if ip]
+
+
+def pod_status(
+    shape: Shape,
+    sandboxes: Sequence[Sandbox],
+    containers: Sequence[Container],
+    runtime: str,
+    *,
+    previous: Mapping[str, Any] | None = None,
+    now: str,
+) -> dict[str, Any]:
+    """The pod's status in Kubernetes JSON, from its sandboxes and containers (all of them, of
+    every attempt). `previous` is an older status of the same pod; `now` the time to stamp on
+    conditions that change."""
+    previous = previous or {}
+    newest = max(sandboxes, key=lambda s: s.created_at, default=None)
+    has_init = bool(shape.init_containers)
+
+    def of(kind: str) -> list[Container]:
+        return [c for c in containers if c.kind == kind]
+
+    regular = container_statuses(
+        shape.containers,
+        of(REGULAR),
+        runtime,
+        has_init=has_init,
+        is_init=False,
+        previous=previous.get("containerStatuses") or (),
+    )
+    init = container_statuses(
+        shape.init_containers,
+        of(INIT),
+        runtime,
+        has_init=has_init,
+        is_init=True,
+        previous=previous.get("initContainerStatuses") or (),
+    )
+    ephemeral = container_statuses(
+        shape.ephemeral_containers,
+        of(EPHEMERAL),
+        runtime,
+        has_init=has_init,
+        is_init=False,
+        previous=previous.get("ephemeralContainerStatuses") or (),
+    )
+    running_anything = any(c.state is State.RUNNING for c in containers)
+    terminal = (newest is None or not newest.ready) and not running_anything and bool(containers)
+    initialized = any(c.state is State.RUNNING for c in of(REGULAR))
+    phase = get_phase(shape, [*regular, *init], terminal=terminal, initialized=initialized)
+
+    old_conditions = {c.get("type", ""): c for c in previous.get("conditions") or ()}
+    conditions = [c for c in previous.get("conditions") or () if c.get("type") not in KUBELET_CONDITIONS]
+    sandbox_ready = ("True", "", "") if newest is not None and newest.ready else ("False", "", "")
+    containers_ready = _containers_ready(shape, init, regular, phase)
+    ready = containers_ready
+    if ready[0] == "True" and shape.readiness_gates:
+        ready = _readiness_gates(shape, conditions)
+    for kind, value in (
+        ("PodReadyToStartContainers", sandbox_ready),
+        ("Initialized", _initialized(shape, init, regular, phase)),
+        ("Ready", ready),
+        ("ContainersReady", containers_ready),
+        ("PodScheduled", ("True", "", "")),
+    ):
+        conditions.append(_condition(kind, value, old_conditions, now))
+
+    status: dict[str, Any] = {"phase": phase, "conditions": conditions}
+    ips = pod_ips(newest)
+    if ips:
+        status["podIP"] = ips[0]
+        status["podIPs"] = [{"ip": ip} for ip in ips]
+    start = previous.get("startTime")
+    if not start and sandboxes:
+        start = rfc3339(min(s.created_at for s in sandboxes))
+    if start:
+        status["startTime"] = start
+    if init:
+        status["initContainerStatuses"] = init
+    if regular:
+        status["containerStatuses"] = regular
+    if ephemeral:
+        status["ephemeralContainerStatuses"] = ephemeral
+    return status

@@ -1,0 +1,387 @@
+"""`--cri-socket PATH`: pods as the node's container runtime sees them, over CRI (runtime.v1).
+
+It only reads: Version, ListPodSandbox, ListContainers, PodSandboxStatus, ContainerStatus and
+GetContainerEvents; it never creates, stops or removes anything.
+
+Like the kubelet's generic PLEG it relists every `--cri-relist` seconds (1): two list calls,
+then a status call only for a sandbox or container that is new or whose state changed (a
+container's exit code and times are fixed once it has exited). Where the runtime offers
+GetContainerEvents (containerd 1.7+, CRI-O with evented PLEG), each event starts a relist at
+once, so a container's exit reaches watchers without waiting for the period. A pod's JSON is
+rebuilt only when its runtime inputs changed, and the cache sends MODIFIED only when the bytes
+differ.
+
+Standalone (`--cri-socket` and no other source): every pod sandbox becomes a pod, grouped by
+the pod UID label the kubelet puts on it (the sandboxes of every attempt make one pod):
+metadata from the sandbox's labels, annotations and metadata; `spec.containers` (and init and
+ephemeral containers, by the kubelet's container type annotation) from the containers' names,
+images, commands and ports annotation; `status` by core/cristatus.py. What CRI does not carry
+is absent: the restart policy (the Kubernetes default, Always, is assumed for the phase until
+the kubelet stops the sandbox), resources, volumes, probes.
+
+Ready after the first complete relist. A runtime that cannot be reached or fails a call keeps
+the last pods served, counts a source error, and is reconnected with jittered exponential
+backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import orjson
+
+from pods_api.core import cristatus
+from pods_api.core.cache import SourceSink
+from pods_api.core.cristatus import Container, Sandbox, Shape, SpecContainer, State
+from pods_api.core.pb import cri_runtime_v1_pb2 as cri
+from pods_api.core.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.core.pod import PodVersion
+from pods_api.core.sources import ErrorCounter
+
+log = logging.getLogger(__name__)
+
+# The kubelet's generic PLEG relists every second.
+DEFAULT_RELIST = 1.0
+# One CRI call; the kubelet's default --runtime-request-timeout is 2 minutes, but a node agent
+# should notice a hung runtime far sooner, and a healthy one answers in milliseconds.
+CALL_TIMEOUT = 10.0
+# Reconnecting: the first retry, doubling per failure up to the cap.
+FIRST_RETRY = 0.5
+MAX_RETRY = 10.0
+# Status calls in flight at once after a relist: a node starting 100 pods at once should not
+# open 300 concurrent streams on the runtime's socket.
+STATUS_CONCURRENCY = 16
+
+
+@dataclass
+class RuntimeView:
+    """What one relist learned: the runtime's name and everything, grouped by pod UID."""
+
+    runtime: str
+    sandboxes: dict[str, list[Sandbox]] = field(default_factory=dict)
+    containers: dict[str, list[Container]] = field(default_factory=dict)
+
+    @property
+    def uids(self) -> set[str]:
+        return set(self.sandboxes) | set(self.containers)
+
+
+class RuntimeReader:
+    """Relists a runtime over one channel, re-asking a status only when its state changed."""
+
+    def __init__(self, stub: cri_grpc.RuntimeServiceStub, runtime: str) -> None:
+        self._stub = stub
+        self.runtime = runtime
+        self._sandboxes: dict[str, tuple[int, Sandbox]] = {}  # id -> (state seen in the list, it)
+        self._containers: dict[str, tuple[int, Container]] = {}
+        self._limit = asyncio.Semaphore(STATUS_CONCURRENCY)
+
+    async def relist(self) -> RuntimeView:
+        sandboxes = (await self._stub.ListPodSandbox(cri.ListPodSandboxRequest(), timeout=CALL_TIMEOUT)).items
+        listed = (
+            await self._stub.ListContainers(cri.ListContainersRequest(), timeout=CALL_TIMEOUT)
+        ).containers
+        await asyncio.gather(
+            *(self._sandbox(s) for s in sandboxes if self._sandboxes.get(s.id, (None,))[0] != s.state),
+            *(self._container(c) for c in listed if self._containers.get(c.id, (None,))[0] != c.state),
+        )
+        live_sandboxes = {s.id for s in sandboxes}
+        live_containers = {c.id for c in listed}
+        self._sandboxes = {k: v for k, v in self._sandboxes.items() if k in live_sandboxes}
+        self._containers = {k: v for k, v in self._containers.items() if k in live_containers}
+        view = RuntimeView(self.runtime)
+        sandbox_uids = {}
+        for _, sandbox in self._sandboxes.values():
+            view.sandboxes.setdefault(sandbox.uid, []).append(sandbox)
+            sandbox_uids[sandbox.id] = sandbox.uid
+        for _, c in self._containers.values():
+            uid = c.uid or sandbox_uids.get(c.sandbox_id, "")
+            if uid:
+                view.containers.setdefault(uid, []).append(c)
+        return view
+
+    async def _sandbox(self, listed: cri.PodSandbox) -> None:
+        request = cri.PodSandboxStatusRequest(pod_sandbox_id=listed.id)
+        try:
+            async with self._limit:
+                status = (await self._stub.PodSandboxStatus(request, timeout=CALL_TIMEOUT)).status
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return  # removed since the list: the next relist will not see it either
+            raise
+        self._sandboxes[listed.id] = (listed.state, sandbox_from_status(status))
+
+    async def _container(self, listed: cri.Container) -> None:
+        request = cri.ContainerStatusRequest(container_id=listed.id, verbose=True)
+        try:
+            async with self._limit:
+                response = await self._stub.ContainerStatus(request, timeout=CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return
+            raise
+        self._containers[listed.id] = (listed.state, container_from_status(listed, response))
+
+
+def sandbox_from_status(status: cri.PodSandboxStatus) -> Sandbox:
+    labels = dict(status.labels)
+    network = status.network
+    ips = tuple(ip for ip in (network.ip, *(a.ip for a in network.additional_ips)) if ip)
+    return Sandbox(
+        id=status.id,
+        uid=labels.get(cristatus.POD_UID_LABEL) or status.metadata.uid,
+        name=labels.get(cristatus.POD_NAME_LABEL) or status.metadata.name,
+        namespace=labels.get(cristatus.POD_NAMESPACE_LABEL) or status.metadata.namespace,
+        attempt=status.metadata.attempt,
+        ready=status.state == cri.SANDBOX_READY,
+        created_at=status.created_at,
+        labels=labels,
+        annotations=dict(status.annotations),
+        ips=ips,
+        host_network=status.linux.namespaces.options.network == cri.NODE,
+    )
+
+
+def container_from_status(listed: cri.Container, response: cri.ContainerStatusResponse) -> Container:
+    status = response.status
+    labels = dict(status.labels) or dict(listed.labels)
+    annotations = dict(status.annotations) or dict(listed.annotations)
+    config = _verbose_config(response.info)
+    image = config.get("image") or {}
+    try:
+        restarts = int(annotations.get(cristatus.RESTART_COUNT_ANNOTATION, "0"))
+    except ValueError:
+        restarts = 0  # as the kubelet: a malformed count reads as 0
+    try:
+        ports = tuple(orjson.loads(annotations.get(cristatus.CONTAINER_PORTS_ANNOTATION, "[]")))
+    except orjson.JSONDecodeError:
+        ports = ()
+    kind = annotations.get(cristatus.CONTAINER_TYPE_ANNOTATION, cristatus.REGULAR)
+    return Container(
+        id=status.id,
+        sandbox_id=listed.pod_sandbox_id,
+        uid=labels.get(cristatus.POD_UID_LABEL, ""),
+        name=labels.get(cristatus.CONTAINER_NAME_LABEL) or status.metadata.name,
+        kind=kind if kind in (cristatus.INIT, cristatus.EPHEMERAL) else cristatus.REGULAR,
+        state=State(status.state) if status.state in State._value2member_map_ else State.UNKNOWN,
+        created_at=status.created_at,
+        started_at=status.started_at,
+        finished_at=status.finished_at,
+        exit_code=status.exit_code,
+        reason=status.reason,
+        message=status.message,
+        image=status.image.image,
+        image_ref=status.image_ref,
+        restart_count=restarts,
+        spec_image=status.image.user_specified_image
+        or image.get("user_specified_image")
+        or image.get("image", ""),
+        command=tuple(config.get("command") or ()),
+        args=tuple(config.get("args") or ()),
+        ports=tuple(p for p in ports if isinstance(p, dict)),
+    )
+
+
+def _verbose_config(info: Mapping[str, str]) -> dict[str, Any]:
+    """The container's CRI config from a verbose status, where the runtime puts it there
+    (containerd: info["info"].config); {} elsewhere."""
+    try:
+        parsed = orjson.loads(info.get("info", "{}"))
+    except orjson.JSONDecodeError:
+        return {}
+    config = parsed.get("config") if isinstance(parsed, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+# -- standalone pods -------------------------------------------------------------------------------
+
+
+def standalone_pod(
+    uid: str,
+    sandboxes: Sequence[Sandbox],
+    containers: Sequence[Container],
+    runtime: str,
+    *,
+    node_name: str,
+    previous: Mapping[str, Any] | None,
+    now: str,
+) -> dict[str, Any]:
+    """A pod in Kubernetes JSON from nothing but what the runtime reports; `sandboxes` holds at
+    least one."""
+    newest = max(sandboxes, key=lambda s: s.created_at)
+    first_seen: dict[tuple[str, str], Container] = {}
+    latest: dict[tuple[str, str], Container] = {}
+    for c in sorted(containers, key=lambda c: c.created_at):
+        first_seen.setdefault((c.kind, c.name), c)
+        latest[(c.kind, c.name)] = c
+
+    def specs(kind: str) -> list[dict[str, Any]]:
+        out = []
+        for key, c in first_seen.items():
+            if key[0] != kind:
+                continue
+            newest_c = latest[key]
+            spec: dict[str, Any] = {"name": c.name, "image": newest_c.spec_image or newest_c.image}
+            if newest_c.command:
+                spec["command"] = list(newest_c.command)
+            if newest_c.args:
+                spec["args"] = list(newest_c.args)
+            if newest_c.ports:
+                spec["ports"] = [dict(p) for p in newest_c.ports]
+            out.append(spec)
+        return out if kind == cristatus.INIT else sorted(out, key=lambda s: s["name"])
+
+    spec: dict[str, Any] = {"containers": specs(cristatus.REGULAR)}
+    if init := specs(cristatus.INIT):
+        spec["initContainers"] = init
+    if ephemeral := specs(cristatus.EPHEMERAL):
+        spec["ephemeralContainers"] = ephemeral
+    spec["nodeName"] = node_name
+    if newest.host_network:
+        spec["hostNetwork"] = True
+
+    def shape_of(items: list[dict[str, Any]]) -> tuple[SpecContainer, ...]:
+        return tuple(SpecContainer(s["name"], s["image"]) for s in items)
+
+    annotations = dict(newest.annotations)
+    shape = Shape(
+        containers=shape_of(spec["containers"]),
+        init_containers=shape_of(spec.get("initContainers", [])),
+        ephemeral_containers=shape_of(spec.get("ephemeralContainers", [])),
+        static=annotations.get(cristatus.CONFIG_SOURCE_ANNOTATION, "api") != "api",
+    )
+    metadata: dict[str, Any] = {"name": newest.name, "namespace": newest.namespace, "uid": uid}
+    labels = {k: v for k, v in newest.labels.items() if k not in cristatus.KUBELET_POD_LABELS}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    metadata["creationTimestamp"] = cristatus.rfc3339(min(s.created_at for s in sandboxes))
+    status = cristatus.pod_status(shape, sandboxes, containers, runtime, previous=previous, now=now)
+    return {"metadata": metadata, "spec": spec, "status": status}
+
+
+# -- the source ------------------------------------------------------------------------------------
+
+
+class CRISource:
+    """Standalone: every pod sandbox on the node is a pod."""
+
+    def __init__(
+        self,
+        socket: Path,
+        *,
+        node_name: str,
+        relist: float = DEFAULT_RELIST,
+        follow_events: bool = True,
+        on_error: ErrorCounter | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.socket = socket
+        self.name = f"cri:{socket}"
+        self._node = node_name
+        self._relist = relist
+        self._follow_events = follow_events
+        self._on_error = on_error
+        self._clock = clock
+        # Per pod UID: the inputs it was built from and what was built, so an unchanged pod is
+        # neither rebuilt nor re-encoded.
+        self._built: dict[str, tuple[Any, PodVersion]] = {}
+
+    async def run(self, sink: SourceSink) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._session(sink)
+            except grpc.aio.AioRpcError as exc:
+                failures += 1
+                reason = f"{exc.code().name}: {exc.details()}"
+                self._report(f"{self.name}: runtime call failed ({reason}); keeping the last pods served")
+            delay = min(MAX_RETRY, FIRST_RETRY * 2.0 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
+            await asyncio.sleep(delay)
+
+    def _report(self, message: str) -> None:
+        log.warning("%s", message)
+        if self._on_error is not None:
+            self._on_error(self.name, message)
+
+    async def _session(self, sink: SourceSink) -> None:
+        """One connection: relist until a call fails (raises AioRpcError)."""
+        async with grpc.aio.insecure_channel(f"unix:{self.socket}") as channel:
+            stub = cri_grpc.RuntimeServiceStub(channel)  # type: ignore[no-untyped-call]
+            version = await stub.Version(cri.VersionRequest(version="v1"), timeout=CALL_TIMEOUT)
+            log.info(
+                "%s: %s %s (CRI %s)",
+                self.name,
+                version.runtime_name,
+                version.runtime_version,
+                version.runtime_api_version,
+            )
+            reader = RuntimeReader(stub, version.runtime_name)
+            wake = asyncio.Event()
+            events = None
+            if self._follow_events:
+                events = asyncio.get_running_loop().create_task(_follow_events(stub, wake, self.name))
+            try:
+                while True:
+                    wake.clear()
+                    view = await reader.relist()
+                    sink.replace(self.pods(view))
+                    sink.mark_synced()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), self._relist)
+            finally:
+                if events is not None:
+                    events.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await events
+
+    def pods(self, view: RuntimeView) -> list[PodVersion]:
+        now = cristatus.rfc3339(self._clock())
+        built: dict[str, tuple[Any, PodVersion]] = {}
+        for uid in sorted(view.uids):
+            sandboxes = view.sandboxes.get(uid, [])
+            if not sandboxes:
+                continue  # containers left from a removed sandbox: the kubelet's GC takes them
+            containers = view.containers.get(uid, [])
+            inputs = (tuple(sandboxes), tuple(sorted(containers, key=lambda c: c.id)))
+            old = self._built.get(uid)
+            if old is not None and old[0] == inputs:
+                built[uid] = old
+                continue
+            previous = old[1].json.get("status") if old else None
+            pod = standalone_pod(
+                uid,
+                sandboxes,
+                containers,
+                view.runtime,
+                node_name=self._node,
+                previous=previous,
+                now=now,
+            )
+            built[uid] = (inputs, PodVersion.from_json(pod))
+        self._built = built
+        return [version for _, version in built.values()]
+
+
+async def _follow_events(stub: cri_grpc.RuntimeServiceStub, wake: asyncio.Event, name: str) -> None:
+    """Set `wake` on every container event; return if the runtime has no event stream."""
+    try:
+        async for _event in stub.GetContainerEvents(cri.GetEventsRequest()):
+            wake.set()
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            log.info("%s: the runtime has no GetContainerEvents; relisting on the period only", name)
+        else:
+            log.info("%s: container event stream ended (%s); relisting on the period", name, exc.code().name)
+        return
+    log.info("%s: container event stream ended; relisting on the period", name)
