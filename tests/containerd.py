@@ -255,6 +255,9 @@ def unavailable_reason() -> str | None:
             return f"{tool} is not installed (.ci/run installs containerd, runc and busybox-static)"
     if not BUSYBOX.exists():
         return f"{BUSYBOX} is missing (Debian package busybox-static)"
+    with BUSYBOX.open("rb") as binary:
+        if b"/ld-linux" in binary.read(4096):  # an ELF interpreter: dynamically linked
+            return f"{BUSYBOX} is not statically linked (install busybox-static, not busybox)"
     if os.geteuid() != 0:
         return "containerd needs root"
     return None

@@ -49,3 +49,22 @@ def test_every_proto_with_a_service_has_grpc_stubs() -> None:
             with_services.add(path.stem)
     assert with_services >= {"pods_v1alpha1_pb2", "pods_doc_pb2"}
     assert {p.stem.removesuffix("_grpc") for p in pb.glob("*_pb2_grpc.py")} == with_services
+
+
+def test_cri_names_and_numbers_are_the_cri_api() -> None:
+    # Taken from k8s.io/cri-api pkg/apis/runtime/v1/api.proto: the same bytes on the wire.
+    from pods_api.core.pb import cri_runtime_v1_pb2 as cri
+
+    assert cri.DESCRIPTOR.package == "runtime.v1"
+    assert cri.DESCRIPTOR.services_by_name["RuntimeService"].full_name == "runtime.v1.RuntimeService"
+    numbers = {f.name: f.number for f in cri.ContainerStatus.DESCRIPTOR.fields}
+    assert {k: numbers[k] for k in ("state", "exit_code", "image_ref", "reason", "annotations")} == {
+        "state": 3,
+        "exit_code": 7,
+        "image_ref": 9,
+        "reason": 10,
+        "annotations": 13,
+    }
+    sandbox = {f.name: f.number for f in cri.PodSandboxStatus.DESCRIPTOR.fields}
+    assert (sandbox["network"], sandbox["labels"], sandbox["annotations"]) == (5, 7, 8)
+    assert cri.NODE == 2 and cri.CONTAINER_EXITED == 2 and cri.SANDBOX_NOTREADY == 1

@@ -1,0 +1,268 @@
+"""The CRI source end to end: a real containerd (tests/containerd.py), this test acting as the
+kubelet over CRI, and a real `pods-api serve --cri-socket`, watched over its gRPC socket."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from containerd import IMAGE, Containerd, Kubelet, PodRef, Unavailable, running
+from serve import TIMEOUT, Served, serving
+
+from pods_api.core.codec import pod_from_bytes
+from pods_api.core.cristatus import rfc3339
+from pods_api.core.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+
+ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
+# Relist fast: these tests wait on events, and the period bounds how soon one comes.
+RELIST = ("--cri-relist", "0.1")
+KUBELET_CONDITIONS = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+
+
+@pytest.fixture(scope="session")
+def runtime() -> Iterator[Containerd]:
+    root = Path(tempfile.mkdtemp(prefix="pods-api-containerd-"))
+    try:
+        with running(root) as daemon:
+            yield daemon
+    except Unavailable as exc:
+        pytest.skip(f"containerd cannot run here: {exc}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def kubelet(runtime: Containerd) -> Iterator[Kubelet]:
+    """The kubelet's side of CRI, on a runtime with no pods left from another test."""
+    if runtime.proc is None:
+        runtime.start()
+    with runtime.channel() as channel:
+        kubelet = Kubelet(channel)
+        kubelet.remove_everything()
+        yield kubelet
+        kubelet.remove_everything()
+
+
+def serve_cri(tmp_path: Path, runtime: Containerd, *args: str, ready: bool = True) -> Any:
+    return serving(tmp_path / "run", "--cri-socket", str(runtime.socket), *RELIST, *args, ready=ready)
+
+
+class Watch:
+    """A real WatchPods stream."""
+
+    def __init__(self, served: Served) -> None:
+        self._channel = grpc.aio.insecure_channel(served.target)
+        self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
+
+    async def until(self, want: Callable[[int, dict[str, Any]], bool]) -> tuple[int, dict[str, Any]]:
+        """The first event (after any that do not match) that `want` accepts."""
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                event = await self._call.read()
+                if event.type != SYNCED:
+                    pod = pod_from_bytes(event.pod)
+                    if want(event.type, pod):
+                        return event.type, pod
+
+    async def close(self) -> None:
+        self._call.cancel()
+        await self._channel.close()
+
+
+def of(pod: PodRef, check: Callable[[dict[str, Any]], bool] = lambda _: True) -> Any:
+    """An event predicate: this pod, ADDED or MODIFIED, and `check` holds."""
+    return lambda kind, p: kind in (ADDED, MODIFIED) and p["metadata"]["uid"] == pod.uid and check(p)
+
+
+def container(p: dict[str, Any], name: str = "main", key: str = "containerStatuses") -> dict[str, Any]:
+    return next(s for s in p["status"].get(key, []) if s["name"] == name)
+
+
+def state(p: dict[str, Any], name: str = "main") -> str:
+    statuses = [s for s in p["status"].get("containerStatuses", []) if s["name"] == name]
+    return next(iter(statuses[0]["state"]), "") if statuses else ""
+
+
+def conditions(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in p["status"]["conditions"]}
+
+
+async def test_a_running_pod_as_the_kubelet_shows_it(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    pod = kubelet.run_pod(
+        "web",
+        "shop",
+        labels={"app": "web"},
+        annotations={"kubernetes.io/config.source": "api", "team": "a"},
+    )
+    cid = kubelet.start_container(pod, "main", ["/bin/sleep", "1000"])
+    cri_status = kubelet.status(cid)
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        _, p = await watch.until(of(pod, lambda p: state(p) == "running"))
+        await watch.close()
+    meta, spec, status = p["metadata"], p["spec"], p["status"]
+    assert (meta["name"], meta["namespace"], meta["uid"]) == ("web", "shop", pod.uid)
+    assert meta["labels"] == {"app": "web"}  # the kubelet's own pod labels are not the pod's
+    assert meta["annotations"] == {"kubernetes.io/config.source": "api", "team": "a"}
+    assert spec["containers"] == [
+        {"name": "main", "image": IMAGE, "command": ["/bin/sleep"], "args": ["1000"]}
+    ]
+    assert spec["hostNetwork"] is True and spec["nodeName"] == "node-1"
+    assert status["phase"] == "Running"
+    main = container(p)
+    assert main["state"] == {"running": {"startedAt": rfc3339(cri_status.started_at)}}
+    assert main["containerID"] == f"containerd://{cid}"
+    assert main["image"] == IMAGE
+    assert main["imageID"] == cri_status.image_ref and main["imageID"].startswith("sha256:")
+    assert (main["ready"], main["started"], main["restartCount"]) == (True, True, 0)
+    assert [c["type"] for c in status["conditions"]] == KUBELET_CONDITIONS
+    assert all(c["status"] == "True" for c in status["conditions"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["startTime"])
+    assert "podIP" not in status  # host network: the kubelet takes it from the node, not CRI
+
+
+async def test_exit_code_3_is_terminated_error_and_the_phase_follows_restart_policy(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    failing = kubelet.run_pod("failing")
+    cid = kubelet.start_container(failing, "main", ["/bin/sh", "-c", "exit 3"])
+    done = kubelet.run_pod("done")
+    kubelet.start_container(done, "main", ["/bin/true"])
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        _, p = await watch.until(of(failing, lambda p: state(p) == "terminated"))
+        terminated = container(p)["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (3, "Error")
+        assert terminated["containerID"] == f"containerd://{cid}"
+        assert terminated["finishedAt"] == rfc3339(kubelet.status(cid).finished_at)
+        # CRI does not carry the restart policy: until the kubelet gives up on the pod, it is
+        # Always, the default, and the kubelet would be restarting the container.
+        assert p["status"]["phase"] == "Running"
+        ready = conditions(p)["Ready"]
+        assert (ready["status"], ready["reason"]) == ("False", "ContainersNotReady")
+        assert ready["message"] == "containers with unready status: [main]"
+        # The kubelet stops the sandbox of a pod it has finished with (restartPolicy Never or
+        # OnFailure): terminal, and the exit codes decide.
+        kubelet.stop_pod(failing)
+        _, p = await watch.until(of(failing, lambda p: p["status"]["phase"] != "Running"))
+        assert p["status"]["phase"] == "Failed"
+        assert conditions(p)["PodReadyToStartContainers"]["status"] == "False"
+        kubelet.stop_pod(done)
+        _, p = await watch.until(of(done, lambda p: p["status"]["phase"] != "Running"))
+        assert p["status"]["phase"] == "Succeeded"
+        assert container(p)["state"]["terminated"]["reason"] == "Completed"
+        ready = conditions(p)["Ready"]
+        assert (ready["status"], ready["reason"]) == ("False", "PodCompleted")
+        await watch.close()
+
+
+async def test_restarts_are_counted_and_the_last_state_kept(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    pod = kubelet.run_pod("crashy")
+    first = kubelet.start_container(pod, "main", ["/bin/sh", "-c", "exit 1"])
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        await watch.until(of(pod, lambda p: state(p) == "terminated"))
+        # The kubelet restarts it: a new container, attempt 1, restartCount annotation 1.
+        second = kubelet.start_container(pod, "main", ["/bin/sleep", "1000"], restart_count=1)
+        _, p = await watch.until(of(pod, lambda p: state(p) == "running"))
+        await watch.close()
+    main = container(p)
+    assert main["restartCount"] == 1
+    assert main["containerID"] == f"containerd://{second}"
+    last = main["lastState"]["terminated"]
+    assert (last["exitCode"], last["reason"], last["containerID"]) == (1, "Error", f"containerd://{first}")
+    assert p["status"]["phase"] == "Running"
+
+
+async def test_init_containers_and_initialized(tmp_path: Path, runtime: Containerd, kubelet: Kubelet) -> None:
+    pod = kubelet.run_pod("with-init")
+    kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
+    kubelet.start_container(pod, "main", ["/bin/sleep", "1000"])
+
+    def initialized(p: dict[str, Any]) -> bool:
+        setup = container(p, "setup", "initContainerStatuses")
+        return state(p) == "running" and "terminated" in setup["state"]
+
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        _, p = await watch.until(of(pod, initialized))
+        await watch.close()
+    assert [c["name"] for c in p["spec"]["initContainers"]] == ["setup"]
+    assert [c["name"] for c in p["spec"]["containers"]] == ["main"]
+    setup = container(p, "setup", "initContainerStatuses")["state"]["terminated"]
+    assert (setup["exitCode"], setup["reason"]) == (0, "Completed")
+    assert conditions(p)["Initialized"]["status"] == "True"
+    assert p["status"]["phase"] == "Running"
+
+
+async def test_a_removed_sandbox_is_a_deleted_pod(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    gone = kubelet.run_pod("gone")
+    kubelet.start_container(gone, "main", ["/bin/sleep", "1000"])
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        await watch.until(of(gone))
+        kubelet.remove_pod(gone)
+        _, p = await watch.until(lambda kind, p: p["metadata"]["uid"] == gone.uid and kind == DELETED)
+        assert p["metadata"]["name"] == "gone"
+        await watch.close()
+
+
+async def test_a_runtime_restart_keeps_the_pods_and_converges(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    before = kubelet.run_pod("before")
+    kubelet.start_container(before, "main", ["/bin/sleep", "1000"])
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        await watch.until(of(before, lambda p: state(p) == "running"))
+        runtime.stop()
+        served.wait_for_line("keeping the last pods served")
+        assert [p["metadata"]["name"] for p in await _listed(served)] == ["before"]
+        assert _metric(served, "pods_api_source_errors_total") >= 1
+        runtime.start()
+        with runtime.channel() as channel:
+            after = Kubelet(channel).run_pod("after")
+        await watch.until(of(after))
+        names = sorted(p["metadata"]["name"] for p in await _listed(served))
+        assert names == ["after", "before"]
+        await watch.close()
+
+
+async def test_an_unreachable_runtime_is_not_ready_rather_than_no_pods(tmp_path: Path) -> None:
+    args = ("--cri-socket", str(tmp_path / "no-runtime.sock"), *RELIST)
+    with serving(tmp_path / "run", *args, ready=False) as served:
+        served.wait_for_line("keeping the last pods served")
+        transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+        async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+            assert (await client.get("http://localhost/readyz")).status_code == 503
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await _listed(served)
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def _listed(served: Served) -> list[dict[str, Any]]:
+    async with grpc.aio.insecure_channel(served.target) as ch:
+        response = await api_grpc.PodsStub(ch).ListPods(api.ListPodsRequest())
+        return [pod_from_bytes(p) for p in response.pods]
+
+
+def _metric(served: Served, name: str) -> float:
+    transport = httpx.HTTPTransport(uds=str(served.http_socket))
+    with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+        body = client.get("http://localhost/metrics").text
+    return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith(name + "{"))
