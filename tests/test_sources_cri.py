@@ -4,8 +4,10 @@ kubelet over CRI, and a real `pods-api serve --cri-socket`, watched over its gRP
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from containerd import IMAGE, Containerd, Kubelet, PodRef, Unavailable, running
 from serve import TIMEOUT, Served, serving
 
+from pods_api.core.cli import _parser, config_from_args
 from pods_api.core.codec import pod_from_bytes
 from pods_api.core.cristatus import rfc3339
 from pods_api.core.pb import pods_v1alpha1_pb2 as api
@@ -266,3 +269,54 @@ def _metric(served: Served, name: str) -> float:
     with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
         body = client.get("http://localhost/metrics").text
     return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith(name + "{"))
+
+
+@pytest.fixture
+def read_only_socket(tmp_path: Path, runtime: Containerd) -> Iterator[Path]:
+    """The runtime's socket bind-mounted read-only elsewhere, as a DaemonSet mounts it."""
+    mounted = tmp_path / "containerd.sock"
+    mounted.touch()
+    bind = subprocess.run(
+        ["mount", "--bind", str(runtime.socket), str(mounted)], capture_output=True, text=True
+    )
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bind.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        yield mounted
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+
+
+async def test_a_read_only_mount_of_the_runtime_socket_is_enough(
+    tmp_path: Path, read_only_socket: Path, kubelet: Kubelet
+) -> None:
+    pod = kubelet.run_pod("read-only")
+    kubelet.start_container(pod, "main", ["/bin/sleep", "1000"])
+    with serving(tmp_path / "run", "--cri-socket", str(read_only_socket), *RELIST) as served:
+        watch = Watch(served)
+        await watch.until(of(pod, lambda p: state(p) == "running"))
+        await watch.close()
+
+
+def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    deploy = Path(__file__).resolve().parents[1] / "deploy"
+    patch = ("--type", "json", "--patch-file", str(deploy / "daemonset-cri.patch.yaml"))
+    patched = subprocess.run(
+        [kubectl, "patch", "--local", "-f", str(deploy / "daemonset.yaml"), *patch, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    spec = json.loads(patched.stdout)["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "cri-socket")
+    volume = next(v for v in spec["volumes"] if v["name"] == "cri-socket")
+    assert mount["readOnly"] is True
+    assert mount["mountPath"] == volume["hostPath"]["path"] == "/run/containerd/containerd.sock"
+    args = [a.replace("$(NODE_NAME)", "node-1") for a in container["args"]]
+    config = config_from_args(_parser().parse_args(args))
+    assert config.cri_socket == Path("/run/containerd/containerd.sock") and config.manifests
