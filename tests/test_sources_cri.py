@@ -234,7 +234,7 @@ async def test_a_runtime_restart_keeps_the_pods_and_converges(
         watch = Watch(served)
         await watch.until(of(before, lambda p: state(p) == "running"))
         runtime.stop()
-        served.wait_for_line("keeping the last pods served")
+        served.wait_for_line("keeping the last state served")
         assert [p["metadata"]["name"] for p in await _listed(served)] == ["before"]
         assert _metric(served, "pods_api_source_errors_total") >= 1
         runtime.start()
@@ -249,7 +249,7 @@ async def test_a_runtime_restart_keeps_the_pods_and_converges(
 async def test_an_unreachable_runtime_is_not_ready_rather_than_no_pods(tmp_path: Path) -> None:
     args = ("--cri-socket", str(tmp_path / "no-runtime.sock"), *RELIST)
     with serving(tmp_path / "run", *args, ready=False) as served:
-        served.wait_for_line("keeping the last pods served")
+        served.wait_for_line("keeping the last state served")
         transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
         async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
             assert (await client.get("http://localhost/readyz")).status_code == 503

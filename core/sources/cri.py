@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 import orjson
@@ -270,17 +270,34 @@ def standalone_pod(
     return {"metadata": metadata, "spec": spec, "status": status}
 
 
-# -- the source ------------------------------------------------------------------------------------
+# -- following the runtime ----------------------------------------------------------------------
 
 
-class CRISource:
-    """Standalone: every pod sandbox on the node is a pod."""
+class _Sink(Protocol):
+    def mark_synced(self) -> None: ...
+
+
+class StatusSink(Protocol):
+    """Where the overlay writes (the cache's overlay sink): statuses for pods others own."""
+
+    def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None: ...
+
+    def pod(self, uid: str) -> PodVersion | None: ...
+
+    def mark_synced(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Sink)
+
+
+class _RuntimeFollower(Generic[S]):
+    """Relist on the period (and at each container event), hand each view to `publish`;
+    reconnect with backoff when the runtime fails, keeping what was last published."""
 
     def __init__(
         self,
         socket: Path,
         *,
-        node_name: str,
         relist: float = DEFAULT_RELIST,
         follow_events: bool = True,
         on_error: ErrorCounter | None = None,
@@ -288,16 +305,15 @@ class CRISource:
     ) -> None:
         self.socket = socket
         self.name = f"cri:{socket}"
-        self._node = node_name
         self._relist = relist
         self._follow_events = follow_events
         self._on_error = on_error
         self._clock = clock
-        # Per pod UID: the inputs it was built from and what was built, so an unchanged pod is
-        # neither rebuilt nor re-encoded.
-        self._built: dict[str, tuple[Any, PodVersion]] = {}
 
-    async def run(self, sink: SourceSink) -> None:
+    def publish(self, sink: S, view: RuntimeView) -> None:
+        raise NotImplementedError
+
+    async def run(self, sink: S) -> None:
         failures = 0
         while True:
             try:
@@ -305,7 +321,7 @@ class CRISource:
             except grpc.aio.AioRpcError as exc:
                 failures += 1
                 reason = f"{exc.code().name}: {exc.details()}"
-                self._report(f"{self.name}: runtime call failed ({reason}); keeping the last pods served")
+                self._report(f"{self.name}: runtime call failed ({reason}); keeping the last state served")
             delay = min(MAX_RETRY, FIRST_RETRY * 2.0 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
             await asyncio.sleep(delay)
 
@@ -314,7 +330,7 @@ class CRISource:
         if self._on_error is not None:
             self._on_error(self.name, message)
 
-    async def _session(self, sink: SourceSink) -> None:
+    async def _session(self, sink: S) -> None:
         """One connection: relist until a call fails (raises AioRpcError)."""
         async with grpc.aio.insecure_channel(f"unix:{self.socket}") as channel:
             stub = cri_grpc.RuntimeServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -335,7 +351,7 @@ class CRISource:
                 while True:
                     wake.clear()
                     view = await reader.relist()
-                    sink.replace(self.pods(view))
+                    self.publish(sink, view)
                     sink.mark_synced()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), self._relist)
@@ -345,15 +361,32 @@ class CRISource:
                     with contextlib.suppress(asyncio.CancelledError):
                         await events
 
+
+def _inputs(sandboxes: Sequence[Sandbox], containers: Sequence[Container]) -> tuple[Any, ...]:
+    return (tuple(sorted(sandboxes, key=lambda s: s.id)), tuple(sorted(containers, key=lambda c: c.id)))
+
+
+class CRISource(_RuntimeFollower[SourceSink]):
+    """Standalone: every pod sandbox on the node is a pod."""
+
+    def __init__(self, socket: Path, *, node_name: str, **options: Any) -> None:
+        super().__init__(socket, **options)
+        self._node = node_name
+        # Per pod UID: the inputs it was built from and what was built, so an unchanged pod is
+        # neither rebuilt nor re-encoded.
+        self._built: dict[str, tuple[Any, PodVersion]] = {}
+
+    def publish(self, sink: SourceSink, view: RuntimeView) -> None:
+        sink.replace(self.pods(view))
+
     def pods(self, view: RuntimeView) -> list[PodVersion]:
         now = cristatus.rfc3339(self._clock())
         built: dict[str, tuple[Any, PodVersion]] = {}
-        for uid in sorted(view.uids):
-            sandboxes = view.sandboxes.get(uid, [])
-            if not sandboxes:
-                continue  # containers left from a removed sandbox: the kubelet's GC takes them
+        for uid in sorted(view.sandboxes):
+            sandboxes = view.sandboxes[uid]
+            # Containers whose sandbox is gone are left for the kubelet's GC: no pod for them.
             containers = view.containers.get(uid, [])
-            inputs = (tuple(sandboxes), tuple(sorted(containers, key=lambda c: c.id)))
+            inputs = _inputs(sandboxes, containers)
             old = self._built.get(uid)
             if old is not None and old[0] == inputs:
                 built[uid] = old
@@ -371,6 +404,61 @@ class CRISource:
             built[uid] = (inputs, PodVersion.from_json(pod))
         self._built = built
         return [version for _, version in built.values()]
+
+
+class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
+    """Overlay: the status of pods other sources own, matched by the pod UID label the kubelet
+    puts on sandboxes and containers. A runtime pod no source owns is not served; an owned pod
+    the runtime has no sandbox for keeps its owner's status. Which of our fields win over the
+    owner's is the identity policy's precedence table (core/identity.py)."""
+
+    def __init__(self, socket: Path, **options: Any) -> None:
+        super().__init__(socket, **options)
+        # Per UID: the inputs (spec shape, readiness gate conditions, runtime objects) and the
+        # status computed from them.
+        self._computed: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+    def publish(self, sink: StatusSink, view: RuntimeView) -> None:
+        sink.replace(self.statuses(view, sink.pod))
+
+    def statuses(
+        self, view: RuntimeView, served: Callable[[str], PodVersion | None]
+    ) -> dict[str, dict[str, Any]]:
+        now = cristatus.rfc3339(self._clock())
+        computed: dict[str, tuple[Any, dict[str, Any]]] = {}
+        for uid in sorted(view.sandboxes):
+            pod = served(uid)
+            if pod is None:
+                continue
+            shape = Shape.from_pod(pod.json)
+            # Readiness gates' conditions are set by others (controllers, via the owner).
+            gates = tuple(
+                c
+                for c in (pod.json.get("status") or {}).get("conditions") or ()
+                if c.get("type") in shape.readiness_gates
+            )
+            inputs = (shape, orjson.dumps(gates), *_inputs(view.sandboxes[uid], view.containers.get(uid, [])))
+            old = self._computed.get(uid)
+            if old is not None and old[0] == inputs:
+                computed[uid] = old
+                continue
+            previous = dict(old[1]) if old else {}
+            previous["conditions"] = [*gates, *previous.get("conditions", ())]
+            status = cristatus.pod_status(
+                shape,
+                view.sandboxes[uid],
+                view.containers.get(uid, []),
+                view.runtime,
+                previous=previous,
+                now=now,
+            )
+            # Only what the runtime tells: other sources' conditions stay theirs.
+            status["conditions"] = [
+                c for c in status["conditions"] if c["type"] in cristatus.KUBELET_CONDITIONS
+            ]
+            computed[uid] = (inputs, status)
+        self._computed = computed
+        return {uid: status for uid, (_, status) in computed.items()}
 
 
 async def _follow_events(stub: cri_grpc.RuntimeServiceStub, wake: asyncio.Event, name: str) -> None:
