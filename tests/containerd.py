@@ -340,6 +340,19 @@ class Kubelet:
         restart_count: int = 0,
         kind: str = "container",
     ) -> str:
+        cid = self.create_container(pod, name, command, restart_count=restart_count, kind=kind)
+        self.stub.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=TIMEOUT)
+        return cid
+
+    def create_container(
+        self,
+        pod: PodRef,
+        name: str,
+        command: list[str],
+        *,
+        restart_count: int = 0,
+        kind: str = "container",
+    ) -> str:
         host = cri.NamespaceOption(network=cri.NODE, pid=cri.CONTAINER, ipc=cri.POD)
         config = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name=name, attempt=restart_count),
@@ -363,13 +376,15 @@ class Kubelet:
         request = cri.CreateContainerRequest(
             pod_sandbox_id=pod.sandbox_id, config=config, sandbox_config=pod.config
         )
-        cid = self.stub.CreateContainer(request, timeout=TIMEOUT).container_id
-        self.stub.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=TIMEOUT)
-        return cid
+        return str(self.stub.CreateContainer(request, timeout=TIMEOUT).container_id)
 
     def status(self, container_id: str) -> cri.ContainerStatus:
         request = cri.ContainerStatusRequest(container_id=container_id)
         return self.stub.ContainerStatus(request, timeout=TIMEOUT).status
+
+    def sandbox_created_at(self, pod: PodRef) -> int:
+        request = cri.PodSandboxStatusRequest(pod_sandbox_id=pod.sandbox_id)
+        return int(self.stub.PodSandboxStatus(request, timeout=TIMEOUT).status.created_at)
 
     def stop_pod(self, pod: PodRef | str) -> None:
         sandbox_id = pod if isinstance(pod, str) else pod.sandbox_id

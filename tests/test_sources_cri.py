@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shutil
 import subprocess
 import tempfile
@@ -131,7 +130,7 @@ async def test_a_running_pod_as_the_kubelet_shows_it(
     assert (main["ready"], main["started"], main["restartCount"]) == (True, True, 0)
     assert [c["type"] for c in status["conditions"]] == KUBELET_CONDITIONS
     assert all(c["status"] == "True" for c in status["conditions"])
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["startTime"])
+    assert status["startTime"] == rfc3339(kubelet.sandbox_created_at(pod))
     assert "podIP" not in status  # host network: the kubelet takes it from the node, not CRI
 
 
@@ -194,10 +193,12 @@ async def test_init_containers_and_initialized(tmp_path: Path, runtime: Containe
     pod = kubelet.run_pod("with-init")
     kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
     kubelet.start_container(pod, "main", ["/bin/sleep", "1000"])
+    debug = kubelet.start_container(pod, "debug", ["/bin/sleep", "1000"], kind="ephemeral")
 
     def initialized(p: dict[str, Any]) -> bool:
         setup = container(p, "setup", "initContainerStatuses")
-        return state(p) == "running" and "terminated" in setup["state"]
+        debugging = p["status"].get("ephemeralContainerStatuses", [{"state": {}}])[0]
+        return state(p) == "running" and "terminated" in setup["state"] and "running" in debugging["state"]
 
     with serve_cri(tmp_path, runtime) as served:
         watch = Watch(served)
@@ -209,6 +210,23 @@ async def test_init_containers_and_initialized(tmp_path: Path, runtime: Containe
     assert (setup["exitCode"], setup["reason"]) == (0, "Completed")
     assert conditions(p)["Initialized"]["status"] == "True"
     assert p["status"]["phase"] == "Running"
+    assert [c["name"] for c in p["spec"]["ephemeralContainers"]] == ["debug"]
+    assert container(p, "debug", "ephemeralContainerStatuses")["containerID"] == f"containerd://{debug}"
+
+
+async def test_a_container_created_but_not_started_waits_and_the_pod_is_pending(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    pod = kubelet.run_pod("starting")
+    kubelet.create_container(pod, "main", ["/bin/sleep", "1000"])
+    with serve_cri(tmp_path, runtime) as served:
+        watch = Watch(served)
+        _, p = await watch.until(of(pod, lambda p: state(p) == "waiting"))
+        await watch.close()
+    assert container(p)["state"] == {"waiting": {}}
+    assert (container(p)["ready"], container(p)["started"]) == (False, False)
+    assert p["status"]["phase"] == "Pending"
+    assert conditions(p)["ContainersReady"]["message"] == "containers with unready status: [main]"
 
 
 async def test_a_removed_sandbox_is_a_deleted_pod(
