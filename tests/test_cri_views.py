@@ -109,3 +109,20 @@ def test_a_readiness_gate_the_owner_has_not_set_keeps_ready_false() -> None:
     status = overlay.statuses(view(ctr("main", State.RUNNING)), served.get)[UID]
     ready = {c["type"]: c for c in status["conditions"]}["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "ReadinessGatesNotReady")
+
+
+def test_a_pod_the_codec_refuses_is_reported_and_keeps_its_last_version() -> None:
+    errors: list[str] = []
+    source = CRISource(
+        Path("/run/x.sock"), node_name="node-1", clock=clock, on_error=lambda _, e: errors.append(e)
+    )
+    (pod,) = source.pods(view(ctr("main", State.RUNNING)))
+    bad = Container(
+        **{
+            **{f: getattr(ctr("main", State.EXITED), f) for f in Container.__slots__},
+            "ports": ({"containerPort": "eighty"},),
+        }
+    )
+    assert source.pods(view(bad)) == [pod]
+    (error,) = errors
+    assert UID in error and "ports" in error

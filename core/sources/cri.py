@@ -41,6 +41,7 @@ import orjson
 
 from pods_api.core import cristatus
 from pods_api.core.cache import SourceSink
+from pods_api.core.codec import CodecError
 from pods_api.core.cristatus import Container, Sandbox, Shape, SpecContainer, State
 from pods_api.core.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.pb import cri_runtime_v1_pb2_grpc as cri_grpc
@@ -401,7 +402,14 @@ class CRISource(_RuntimeFollower[SourceSink]):
                 previous=previous,
                 now=now,
             )
-            built[uid] = (inputs, PodVersion.from_json(pod))
+            try:
+                built[uid] = (inputs, PodVersion.from_json(pod))
+            except CodecError as exc:
+                # Something a runtime label or annotation holds that no Pod can (a ports
+                # annotation of the wrong shape): say where, and keep what this pod was.
+                self._report(f"{self.name}: pod {uid}: {exc}")
+                if old is not None:
+                    built[uid] = old
         self._built = built
         return [version for _, version in built.values()]
 
