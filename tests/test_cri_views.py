@@ -7,9 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from pods_api.core.cristatus import INIT, REGULAR, Container, Sandbox, State
+from pods_api.core.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources.cri import CRISource, CRIStatusOverlay, RuntimeView
+from pods_api.core.sources.cri import CRISource, CRIStatusOverlay, RuntimeView, container_from_status
 
 SECOND = 1_000_000_000
 UID = "11111111-2222-3333-4444-555555555555"
@@ -126,3 +130,36 @@ def test_a_pod_the_codec_refuses_is_reported_and_keeps_its_last_version() -> Non
     assert source.pods(view(bad)) == [pod]
     (error,) = errors
     assert UID in error and "ports" in error
+
+
+@given(
+    annotations=st.dictionaries(
+        st.sampled_from(
+            [
+                "io.kubernetes.container.restartCount",
+                "io.kubernetes.container.ports",
+                "io.kubernetes.container.type",
+                "other",
+            ]
+        ),
+        st.one_of(st.text(max_size=20), st.integers(-5, 5).map(str), st.just('[{"containerPort":80}]')),
+    ),
+    info=st.one_of(
+        st.text(max_size=30),
+        st.just('{"config":{"command":["x"],"args":["y"]}}'),
+        st.just('{"config":{"command":"x","image":1}}'),
+    ),
+    state=st.integers(0, 7),
+)
+def test_whatever_a_runtime_reports_in_annotations_reads_without_raising(
+    annotations: dict[str, str], info: str, state: int
+) -> None:
+    status = cri.ContainerStatus(
+        id="c1", state=state, annotations=annotations, labels={"io.kubernetes.container.name": "main"}
+    )
+    listed = cri.Container(id="c1", pod_sandbox_id="sb1", state=state)
+    got = container_from_status(listed, cri.ContainerStatusResponse(status=status, info={"info": info}))
+    assert got.name == "main" and got.kind in (REGULAR, INIT, "ephemeral")
+    assert isinstance(got.restart_count, int) and all(isinstance(p, dict) for p in got.ports)
+    assert got.state in set(State)
+    assert all(isinstance(c, str) for c in got.command + got.args)

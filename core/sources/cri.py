@@ -157,15 +157,17 @@ def container_from_status(listed: cri.Container, response: cri.ContainerStatusRe
     labels = dict(status.labels) or dict(listed.labels)
     annotations = dict(status.annotations) or dict(listed.annotations)
     config = _verbose_config(response.info)
-    image = config.get("image") or {}
+    image = config.get("image")
+    image = image if isinstance(image, dict) else {}
     try:
         restarts = int(annotations.get(cristatus.RESTART_COUNT_ANNOTATION, "0"))
     except ValueError:
         restarts = 0  # as the kubelet: a malformed count reads as 0
     try:
-        ports = tuple(orjson.loads(annotations.get(cristatus.CONTAINER_PORTS_ANNOTATION, "[]")))
+        ports_json = orjson.loads(annotations.get(cristatus.CONTAINER_PORTS_ANNOTATION, "[]"))
     except orjson.JSONDecodeError:
-        ports = ()
+        ports_json = []  # as the kubelet: an annotation that does not decode is logged and ignored
+    ports = tuple(p for p in ports_json if isinstance(p, dict)) if isinstance(ports_json, list) else ()
     kind = annotations.get(cristatus.CONTAINER_TYPE_ANNOTATION, cristatus.REGULAR)
     return Container(
         id=status.id,
@@ -186,10 +188,14 @@ def container_from_status(listed: cri.Container, response: cri.ContainerStatusRe
         spec_image=status.image.user_specified_image
         or image.get("user_specified_image")
         or image.get("image", ""),
-        command=tuple(config.get("command") or ()),
-        args=tuple(config.get("args") or ()),
-        ports=tuple(p for p in ports if isinstance(p, dict)),
+        command=_strings(config.get("command")),
+        args=_strings(config.get("args")),
+        ports=ports,
     )
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else ()
 
 
 def _verbose_config(info: Mapping[str, str]) -> dict[str, Any]:
