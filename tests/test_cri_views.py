@@ -4,16 +4,22 @@ MODIFIED and re-encodes nothing)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
+from fakecri import FakeRuntime, start
 from hypothesis import given
 from hypothesis import strategies as st
+from serve import TIMEOUT
 
+from pods_api.core.cache import PodCache
 from pods_api.core.cristatus import INIT, REGULAR, Container, Sandbox, State
 from pods_api.core.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.pod import PodVersion
 from pods_api.core.sources.cri import CRISource, CRIStatusOverlay, RuntimeView, container_from_status
+from pods_api.core.watch import EventType, WatchHub
 
 SECOND = 1_000_000_000
 UID = "11111111-2222-3333-4444-555555555555"
@@ -163,3 +169,34 @@ def test_whatever_a_runtime_reports_in_annotations_reads_without_raising(
     assert isinstance(got.restart_count, int) and all(isinstance(p, dict) for p in got.ports)
     assert got.state in set(State)
     assert all(isinstance(c, str) for c in got.command + got.args)
+
+
+async def test_a_container_event_brings_the_change_without_waiting_for_the_period(tmp_path: Path) -> None:
+    # A relist period of an hour: only the GetContainerEvents stream can bring the exit.
+    runtime = FakeRuntime(2, 3, events=True)
+    server = await start(runtime, tmp_path / "cri.sock")
+    cache = PodCache(WatchHub(capacity=100, max_watchers=1))
+    source = CRISource(tmp_path / "cri.sock", node_name="node-1", relist=3600)
+    ready = asyncio.Event()
+    cache.on_readiness(lambda now_ready: now_ready and ready.set())
+    task = asyncio.get_running_loop().create_task(source.run(cache.source(source.name)))
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            await ready.wait()
+            await runtime.subscribed.wait()
+            watcher = cache.hub.subscribe()
+            cid = next(iter(runtime.containers))
+            runtime.exit(cid, 3)
+            event = await watcher.get()
+        assert event.type is EventType.MODIFIED
+        (terminated,) = [
+            s["state"]["terminated"]
+            for s in event.pod.json["status"]["containerStatuses"]
+            if "terminated" in s["state"]
+        ]
+        assert (terminated["exitCode"], terminated["containerID"]) == (3, f"fake://{cid}")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await server.stop(0)
