@@ -338,3 +338,74 @@ def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
     args = [a.replace("$(NODE_NAME)", "node-1") for a in container["args"]]
     config = config_from_args(_parser().parse_args(args))
     assert config.cri_socket == Path("/run/containerd/containerd.sock") and config.manifests
+
+
+def fixture_pod(pod: PodRef, restart_policy: str, status: dict[str, Any]) -> dict[str, Any]:
+    """The pod as another source (here --fixtures, standing in for the API server) has it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "labels": {"tier": "web"}},
+        "spec": {
+            "restartPolicy": restart_policy,
+            "nodeName": "node-1",
+            "containers": [{"name": "main", "image": IMAGE}],
+        },
+        "status": status,
+    }
+
+
+async def test_overlay_the_runtime_status_of_pods_another_source_owns(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    batch = kubelet.run_pod("batch")
+    cid = kubelet.start_container(batch, "main", ["/bin/sh", "-c", "exit 3"])
+    web = kubelet.run_pod("web")
+    web_cid = kubelet.start_container(web, "main", ["/bin/sleep", "1000"])
+    stray = kubelet.run_pod("stray")  # no other source knows it: the overlay never makes a pod
+    kubelet.start_container(stray, "main", ["/bin/sleep", "1000"])
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    # As the API server would say: the kubelet last saw batch Pending, and web's readiness
+    # probe failing on the container that runs now.
+    stale = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    unready = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+            {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"},
+        ],
+        "containerStatuses": [
+            {
+                "name": "main",
+                "ready": False,
+                "started": True,
+                "restartCount": 0,
+                "image": IMAGE,
+                "imageID": "",
+                "containerID": f"containerd://{web_cid}",
+                "state": {"running": {"startedAt": "2020-01-01T00:00:00Z"}},
+            }
+        ],
+    }
+    (fixtures / "batch.json").write_text(json.dumps(fixture_pod(batch, "Never", stale)))
+    (fixtures / "web.json").write_text(json.dumps(fixture_pod(web, "Always", unready)))
+    with serve_cri(tmp_path, runtime, "--fixtures", str(fixtures)) as served:
+        watch = Watch(served)
+        _, p = await watch.until(of(batch, lambda p: p["status"]["phase"] == "Failed"))
+        _, w = await watch.until(of(web, lambda p: "containerStatuses" in p["status"]))
+        await watch.close()
+        names = sorted(p["metadata"]["name"] for p in await _listed(served))
+    assert names == ["batch", "web"]
+    # The owner's metadata and spec; the runtime's status, by the owner's restart policy (Never).
+    assert p["metadata"]["labels"] == {"tier": "web"} and p["spec"]["restartPolicy"] == "Never"
+    terminated = container(p)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (3, "Error")
+    assert terminated["containerID"] == f"containerd://{cid}"
+    assert conditions(p)["PodScheduled"]["status"] == "True"
+    # Probes are the kubelet's: web's container runs, but stays unready as its owner says.
+    main = container(w)
+    assert main["state"]["running"]["startedAt"] == rfc3339(kubelet.status(web_cid).started_at)
+    assert (main["ready"], main["started"]) == (False, True)
+    assert conditions(w)["Ready"]["status"] == "False"
+    assert w["status"]["phase"] == "Running"

@@ -19,6 +19,10 @@ images, commands and ports annotation; `status` by core/cristatus.py. What CRI d
 is absent: the restart policy (the Kubernetes default, Always, is assumed for the phase until
 the kubelet stops the sandbox), resources, volumes, probes.
 
+Overlay (`--cri-socket` with other sources): `CRIStatusOverlay` writes to the cache's overlay
+sink one status per pod UID the cache already serves, computed with the owner's spec; the
+identity policy (core/identity.py) merges it with the owner's status by its precedence table.
+
 Ready after the first complete relist. A runtime that cannot be reached or fails a call keeps
 the last pods served, counts a source error, and is reconnected with jittered exponential
 backoff.
