@@ -322,7 +322,7 @@ def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
     if kubectl is None:
         pytest.skip("kubectl is not installed")
     deploy = Path(__file__).resolve().parents[1] / "deploy"
-    patch = ("--type", "json", "--patch-file", str(deploy / "daemonset-cri.patch.yaml"))
+    patch = ("--type", "json", "--patch-file", str(deploy / "patches" / "cri-socket.yaml"))
     patched = subprocess.run(
         [kubectl, "patch", "--local", "-f", str(deploy / "daemonset.yaml"), *patch, "-o", "json"],
         capture_output=True,
