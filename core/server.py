@@ -16,11 +16,11 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from pods_api.core import sockets
-from pods_api.core.cache import SourceSink
+from pods_api.core.cache import OverlaySink, SourceSink
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.runtime import Core, build_core
-from pods_api.core.sources import Source, SourceContext
+from pods_api.core.sources import Source, SourceContext, StatusOverlay, registry
 from pods_api.core.sources.supervisor import supervise
 from pods_api.gateway.app import create_app
 
@@ -57,7 +57,9 @@ async def serve(config: Config) -> None:
     sources = build_sources(config, core)
     if not sources:
         raise StartupError("no pod source configured")
+    sources, overlays = registry.split_overlays(sources)
     sinks = [(source, core.cache.source(source.name)) for source in sources]
+    overlay_runs = [(overlay, core.cache.overlay(overlay.name)) for overlay in overlays]
     if config.ready_delay > 0:
         hold = core.cache.hold("ready-delay")
         asyncio.get_running_loop().call_later(config.ready_delay, hold.set_open)
@@ -73,6 +75,7 @@ async def serve(config: Config) -> None:
             loop.add_signal_handler(sig, stop.set)
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_run_source(s, sink, core), name=s.name) for s, sink in sinks]
+            tasks += [group.create_task(_run_overlay(o, sink, core), name=o.name) for o, sink in overlay_runs]
             log.info(
                 "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
                 config.socket,
@@ -95,6 +98,11 @@ async def serve(config: Config) -> None:
 async def _run_source(source: Source, sink: SourceSink, core: Core) -> None:
     """A source under supervision: its failures restart it, and never end the server."""
     await supervise(source, sink, on_restart=lambda name: core.metrics.source_restarts.labels(name).inc())
+
+
+async def _run_overlay(overlay: StatusOverlay, sink: OverlaySink, core: Core) -> None:
+    """A status overlay under the same supervision as a source."""
+    await supervise(overlay, sink, on_restart=lambda name: core.metrics.source_restarts.labels(name).inc())
 
 
 async def _start_grpc(core: Core) -> grpc.aio.Server:

@@ -23,6 +23,7 @@ from pods_api.core.codec import pod_from_bytes
 from pods_api.core.cristatus import rfc3339
 from pods_api.core.pb import pods_v1alpha1_pb2 as api
 from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+from pods_api.core.sources import SourceContext, registry
 
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 # Relist fast: these tests wait on events, and the period bounds how soon one comes.
@@ -337,7 +338,12 @@ def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
     assert mount["mountPath"] == volume["hostPath"]["path"] == "/run/containerd/containerd.sock"
     args = [a.replace("$(NODE_NAME)", "node-1") for a in container["args"]]
     config = config_from_args(_parser().parse_args(args))
-    assert config.cri_socket == Path("/run/containerd/containerd.sock") and config.manifests
+    # Beside the DaemonSet's static pod manifests, the runtime is an overlay of their status.
+    owners, overlays = registry.split_overlays(config.sources(SourceContext("node-1")))
+    assert [type(s).__name__ for s in owners] == ["ManifestDirSource"]
+    assert [(type(o).__name__, o.socket) for o in overlays] == [
+        ("CRIStatusOverlay", Path("/run/containerd/containerd.sock"))
+    ]
 
 
 def fixture_pod(pod: PodRef, restart_policy: str, status: dict[str, Any]) -> dict[str, Any]:

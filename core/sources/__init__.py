@@ -33,9 +33,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from pods_api.core.cache import SourceSink
+from pods_api.core.cache import OverlaySink, SourceSink
 
 # Told (source name, reason) for every input a source rejects; the server counts them.
 ErrorCounter = Callable[[str, str], None]
@@ -48,6 +48,23 @@ class Source(Protocol):
     name: str  # unique among the sources; names readiness, logs and metric labels, never a secret
 
     async def run(self, sink: SourceSink) -> None: ...
+
+
+class StatusOverlay(Protocol):
+    """A status-only input: statuses for pods other sources own, written to the cache's
+    overlay sink (`cache.overlay(name)`); it never makes a pod exist."""
+
+    name: str
+
+    async def run(self, sink: OverlaySink) -> None: ...
+
+
+@runtime_checkable
+class CanOverlay(Protocol):
+    """A source that becomes a status overlay when other sources own the pods (the CRI
+    source: alone, every pod sandbox is a pod; beside others, it gives their pods' status)."""
+
+    def as_overlay(self) -> StatusOverlay: ...
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ backoff.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -43,14 +44,14 @@ from typing import Any, Generic, Protocol, TypeVar
 import grpc
 import orjson
 
-from pods_api.core import cristatus
+from pods_api.core import argtypes, cristatus
 from pods_api.core.cache import SourceSink
 from pods_api.core.codec import CodecError
 from pods_api.core.cristatus import Container, Sandbox, Shape, SpecContainer, State
 from pods_api.core.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources import ErrorCounter, Source, SourceContext
 
 log = logging.getLogger(__name__)
 
@@ -387,6 +388,16 @@ class CRISource(_RuntimeFollower[SourceSink]):
         # neither rebuilt nor re-encoded.
         self._built: dict[str, tuple[Any, PodVersion]] = {}
 
+    def as_overlay(self) -> CRIStatusOverlay:
+        """The same runtime as a status overlay, for when other sources own the pods."""
+        return CRIStatusOverlay(
+            self.socket,
+            relist=self._relist,
+            follow_events=self._follow_events,
+            on_error=self._on_error,
+            clock=self._clock,
+        )
+
     def publish(self, sink: SourceSink, view: RuntimeView) -> None:
         sink.replace(self.pods(view))
 
@@ -491,3 +502,37 @@ async def _follow_events(stub: cri_grpc.RuntimeServiceStub, wake: asyncio.Event,
             log.info("%s: container event stream ended (%s); relisting on the period", name, exc.code().name)
         return
     log.info("%s: container event stream ended; relisting on the period", name)
+
+
+# -- flags ---------------------------------------------------------------------------------------
+
+SOURCE_FLAGS: tuple[str, ...] = ("--cri-socket PATH",)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--cri-socket",
+        type=Path,
+        metavar="PATH",
+        help="the container runtime's CRI socket (containerd: /run/containerd/containerd.sock); alone, "
+        "every pod sandbox is a pod; with other sources, their pods' status comes from the runtime",
+    )
+    add(
+        "--cri-relist",
+        type=argtypes.positive,
+        default=DEFAULT_RELIST,
+        metavar="SECONDS",
+        help=f"relist the container runtime this often, as the kubelet's PLEG (default {DEFAULT_RELIST:g})",
+    )
+
+
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    """A CRISource; the registry makes it an overlay when other sources own pods."""
+    if args.cri_socket is None:
+        return []
+    return [
+        CRISource(
+            args.cri_socket, node_name=context.node_name, relist=args.cri_relist, on_error=context.on_error
+        )
+    ]

@@ -7,10 +7,13 @@ from __future__ import annotations
 import argparse
 
 from pods_api.core.sources import (
+    CanOverlay,
     Source,
     SourceContext,
     SourceModule,
+    StatusOverlay,
     apiserver,
+    cri,
     fixtures,
     kubelet,
     kubeletpods,
@@ -19,7 +22,7 @@ from pods_api.core.sources import (
 )
 
 # In the order their flags are listed in `--help` and in the "no pod source" message.
-SOURCE_MODULES: tuple[SourceModule, ...] = (fixtures, manifests, url, kubelet, kubeletpods, apiserver)
+SOURCE_MODULES: tuple[SourceModule, ...] = (fixtures, manifests, url, kubelet, kubeletpods, apiserver, cri)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -42,3 +45,12 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
             raise ValueError(f"pod source {source.name} is given twice")
         names.add(source.name)
     return sources
+
+
+def split_overlays(sources: list[Source]) -> tuple[list[Source], list[StatusOverlay]]:
+    """The sources that own pods, and the overlays: a source that can be an overlay (CanOverlay)
+    becomes one when another source owns pods, and stays a source of pods when alone."""
+    owners = [source for source in sources if not isinstance(source, CanOverlay)]
+    if not owners:
+        return sources, []
+    return owners, [source.as_overlay() for source in sources if isinstance(source, CanOverlay)]

@@ -15,9 +15,9 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
-from pods_api.core.cache import SourceSink
-from pods_api.core.sources import Source
+from pods_api.core.cache import OverlaySink, SourceSink
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,21 @@ HEALTHY_RUN = 60.0
 MESSAGE_CHARS = 300
 
 
+Sink = TypeVar("Sink", SourceSink, OverlaySink)
+Sink_contra = TypeVar("Sink_contra", contravariant=True)
+
+
+class _Runs(Protocol[Sink_contra]):
+    """A pod source (Source) or a status overlay (StatusOverlay): both are supervised alike."""
+
+    name: str
+
+    async def run(self, sink: Sink_contra) -> None: ...
+
+
 async def supervise(
-    source: Source,
-    sink: SourceSink,
+    source: _Runs[Sink],
+    sink: Sink,
     *,
     on_restart: Callable[[str], None] | None = None,
     first: float = FIRST_RESTART,
