@@ -60,19 +60,25 @@ def serve_cri(tmp_path: Path, runtime: Containerd, *args: str, ready: bool = Tru
 
 
 class Watch:
-    """A real WatchPods stream."""
+    """A real WatchPods stream, remembering each pod's last event."""
 
     def __init__(self, served: Served) -> None:
         self._channel = grpc.aio.insecure_channel(served.target)
         self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
+        self._last: dict[str, tuple[int, dict[str, Any]]] = {}  # uid -> its last event
 
     async def until(self, want: Callable[[int, dict[str, Any]], bool]) -> tuple[int, dict[str, Any]]:
-        """The first event (after any that do not match) that `want` accepts."""
+        """The first pod whose last event `want` accepts: one seen already (waiting on another
+        pod may have read past it), or the next to arrive."""
+        for kind, pod in self._last.values():
+            if want(kind, pod):
+                return kind, pod
         async with asyncio.timeout(TIMEOUT):
             while True:
                 event = await self._call.read()
                 if event.type != SYNCED:
                     pod = pod_from_bytes(event.pod)
+                    self._last[pod["metadata"]["uid"]] = (event.type, pod)
                     if want(event.type, pod):
                         return event.type, pod
 
