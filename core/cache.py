@@ -100,8 +100,9 @@ class SourceSink(Gate):
     Called on the event loop's thread only (the thread that registered the source); a call from
     any other thread raises RuntimeError instead of corrupting the cache."""
 
-    def __init__(self, cache: PodCache, name: str) -> None:
+    def __init__(self, cache: PodCache, name: str, *, configures_static_pods: bool = False) -> None:
         super().__init__(cache, name)
+        self.configures_static_pods = configures_static_pods
         self.served_as: dict[str, str] = {}  # this source's pod UID -> the UID it is served under
 
     @property
@@ -116,12 +117,12 @@ class SourceSink(Gate):
 
     def upsert(self, pod: PodVersion) -> None:
         self._check_thread()
-        self._cache._publish(self._cache._contribute(self, pod))
+        self._cache._publish(self._cache._change(self, [pod], []))
 
     def delete(self, uid: str) -> None:
         self._check_thread()
         if uid in self.served_as:
-            self._cache._publish(self._cache._withdraw(self, uid))
+            self._cache._publish(self._cache._change(self, [], [uid]))
 
     def mark_synced(self) -> None:
         """The source has delivered its first complete state."""
@@ -209,6 +210,8 @@ class PodCache:
         self._served: dict[str, Served] = {}
         # served UID -> (source, the source's own pod UID) -> that source's pod
         self._claims: dict[str, dict[tuple[str, str], Contribution]] = {}
+        # a static pod's (namespace, name) -> what every source says of it (see the policy)
+        self._static: dict[tuple[str, str], dict[tuple[str, str], Contribution]] = {}
         self._claim_order = itertools.count()
         self._said_refused: set[tuple[str, str, str]] = set()
         self._indexes: dict[str, Index] = {}
@@ -223,9 +226,12 @@ class PodCache:
 
     # -- readiness ---------------------------------------------------------------------------
 
-    def source(self, name: str) -> SourceSink:
+    def source(self, name: str, *, configures_static_pods: bool = False) -> SourceSink:
+        """Register a pod source. `configures_static_pods`: its pods are static pods as their
+        manifests make them (--manifests, --manifest-url), which the identity policy matches
+        with what other sources report of the same static pods."""
         self._check_new_name(name)
-        sink = self._sinks[name] = SourceSink(self, name)
+        sink = self._sinks[name] = SourceSink(self, name, configures_static_pods=configures_static_pods)
         self._gates.append(sink)
         return sink
 
@@ -335,34 +341,69 @@ class PodCache:
 
     def _replace(self, sink: SourceSink, pods: list[PodVersion]) -> None:
         wanted = {pod.uid: pod for pod in pods}
-        # Withdrawals first: a static pod edited changes UID, and watchers should see the old
-        # pod go before the new one comes, as the kubelet kills before it starts.
-        events: list[PodEvent] = []
-        for uid in sorted(sink.served_as.keys() - wanted.keys()):
-            events += self._withdraw(sink, uid)
-        for pod in wanted.values():
-            events += self._contribute(sink, pod)
-        self._publish(events)
+        gone = sorted(sink.served_as.keys() - wanted.keys())
+        self._publish(self._change(sink, list(wanted.values()), gone))
 
-    def _contribute(self, sink: SourceSink, pod: PodVersion) -> list[PodEvent]:
-        identity = self.policy.identity(pod)
+    def _change(self, sink: SourceSink, pods: list[PodVersion], gone: list[str]) -> list[PodEvent]:
+        """Take a source's new or changed `pods` and withdraw its pods `gone`; place every
+        contribution whose served UID the policy now decides otherwise, and serve the result."""
+        touched: dict[str, None] = {}  # served UIDs to settle, in the order touched
+        groups: dict[tuple[str, str], None] = {}  # static pods whose identities to decide again
+        for uid in gone:
+            was = sink.served_as.pop(uid)
+            self._unlink(self._claims[was].pop((sink.name, uid)), groups)
+            touched[was] = None
+        for pod in pods:
+            key = (sink.name, pod.uid)
+            served_as = sink.served_as.get(pod.uid)
+            old = self._claims[served_as][key] if served_as is not None else None
+            if old is not None and old.pod.pb == pod.pb:
+                continue
+            order = old.order if old is not None else next(self._claim_order)
+            new = Contribution(sink.name, pod, order, sink.configures_static_pods)
+            if old is not None:
+                self._unlink(old, groups)
+            group = self.policy.static_pod(new)
+            if group is not None:
+                self._static.setdefault(group, {})[key] = new
+                groups[group] = None
+            self._place(new, self.policy.identity(pod), touched, changed=True)
+        for group in groups:
+            members = list(self._static.get(group, {}).values())
+            for member, uid in zip(members, self.policy.identities(members), strict=True):
+                self._place(member, uid, touched, changed=False)
+        # A UID left with nothing goes first: when a pod moves to another UID (a static pod to
+        # the kubelet's uid, an edited static pod to its new uid), the old goes before the new
+        # comes, as the kubelet kills before it starts.
         events: list[PodEvent] = []
-        if sink.served_as.get(pod.uid, identity) != identity:  # its mirror annotation changed
-            events += self._withdraw(sink, pod.uid)
-        claims = self._claims.setdefault(identity, {})
-        key = (sink.name, pod.uid)
-        old = claims.get(key)
-        if old is not None and old.pod.pb == pod.pb:
-            return events
-        order = old.order if old is not None else next(self._claim_order)
-        claims[key] = Contribution(sink.name, pod, order)
-        sink.served_as[pod.uid] = identity
-        return events + self._settle(identity)
+        for uid in sorted(touched, key=lambda uid: bool(self._claims.get(uid))):
+            events += self._settle(uid)
+        return events
 
-    def _withdraw(self, sink: SourceSink, uid: str) -> list[PodEvent]:
-        identity = sink.served_as.pop(uid)
-        self._claims[identity].pop((sink.name, uid), None)
-        return self._settle(identity)
+    def _unlink(self, contribution: Contribution, groups: dict[tuple[str, str], None]) -> None:
+        group = self.policy.static_pod(contribution)
+        if group is not None:
+            members = self._static[group]
+            members.pop((contribution.source, contribution.pod.uid), None)
+            if not members:
+                del self._static[group]
+            groups[group] = None
+
+    def _place(
+        self, contribution: Contribution, uid: str, touched: dict[str, None], *, changed: bool
+    ) -> None:
+        """Serve `contribution` under `uid` (where it may be already)."""
+        sink = self._sinks[contribution.source]
+        key = (contribution.source, contribution.pod.uid)
+        served_as = sink.served_as.get(contribution.pod.uid)
+        if served_as == uid and not changed:
+            return
+        if served_as is not None and served_as != uid:
+            self._claims[served_as].pop(key, None)
+            touched[served_as] = None
+        self._claims.setdefault(uid, {})[key] = contribution
+        sink.served_as[contribution.pod.uid] = uid
+        touched[uid] = None
 
     def _overlay(self, sink: OverlaySink, uid: str, status: dict[str, Any]) -> list[PodEvent]:
         old = sink.statuses.get(uid)

@@ -5,28 +5,56 @@ The cache keeps every source's *contribution* (a whole pod from a source that ow
 one PodVersion it serves. It asks again only when a contribution for that UID changed, so a pod
 is re-encoded only then, and a pod with a single contribution is served as its source made it.
 
-Identity (`IdentityPolicy.identity`):
-  - A pod is served under its own `metadata.uid`...
-  - ...except a **mirror pod**: the API server's copy of a static pod, carrying the annotation
-    `kubernetes.io/config.mirror: <static pod uid>` (the kubelet writes the static pod's
-    config hash, which is its UID). It is the same pod as that static pod, so it is served under
-    the static pod's UID, never twice. Any source's pod with the annotation is a mirror; in
-    practice only the API server source sends them.
+Kinds of contribution (`IdentityPolicy.kind`):
+  - configured: a static pod as its manifest makes it, from a source registered as a static pod
+    config source (--manifests, --manifest-url: the kubelet's "file" and "http" sources);
+  - mirror: the API server's copy of a static pod, annotated `kubernetes.io/config.mirror:
+    <the kubelet's uid of the static pod>` (the kubelet copies the static pod's annotations,
+    config.hash included, and adds that one);
+  - reported: the kubelet's own view of a static pod (its `/pods`, its Pods API socket): a pod
+    from any other source with `kubernetes.io/config.source: file` or `http`, under the
+    kubelet's uid (which is also its config.hash);
+  - plain: every other pod.
+Mirrors and reported pods are *reports* of a static pod; configured pods are the static pods.
+
+Identity (`IdentityPolicy.identities`, per (namespace, name) of the static pods involved):
+  - A plain pod is served under its own `metadata.uid`; so is a reported pod alone.
+  - A mirror is served under the uid its annotation names, never twice.
+  - A configured pod and the reports of *the same static pod* are one pod. They are the same
+    when their uids agree (the report's kubelet uid is the configured pod's uid: a manifest
+    that sets `metadata.uid`, which the kubelet keeps), or, failing that, when their namespace
+    and name agree (a manifest without a uid: the kubelet hashes Go's in-memory pod into one,
+    which no other program can reproduce, so our generated uid never matches it).
+  - Which uid is served for such a pair: **the kubelet's**. It is the one every other
+    component of the node uses (the kubelet's Pods API and `/pods`, the CRI label
+    `io.kubernetes.pod.uid`, the mirror's annotation), so a bridge, a CRI status overlay and
+    a lookup by uid all agree on it. Our configured pod's uid is only the fallback for while
+    nothing reports the static pod. The uid served is the uid of a report that agrees with
+    the configured pod, else the kubelet's view's, else the earliest mirror's.
+    A change of served uid is a different pod to clients: DELETED of the old uid, then ADDED of
+    the new. So a new manifest is ADDED under our uid, and when its mirror (or the kubelet's
+    view) arrives it is DELETED and ADDED again under the kubelet's; a mirror deleted from the
+    API server (while the manifest stays) moves it back the same way. An API server that is
+    unreachable changes nothing: its source keeps its last pods. Before the cache is ready
+    (every source synced) no client sees anything, so at start the uid is settled already.
 
 Who owns a UID (the pod's spec and metadata):
-  1. the first source to claim it, among sources that are not mirrors ("first claim wins"); the
-     others are refused, kept, and the earliest of them is served when the holder lets go;
-  2. with no such source, the earliest mirror, served under the static pod's UID (its
-     `metadata.uid` rewritten; everything else as the API server has it).
+  1. the first source to claim it among sources that own pods ("first claim wins"): configured
+     and plain pods, and reported pods when no configured pod is there; the others are
+     refused, kept, and the earliest of them is served when the holder lets go. A configured
+     pod served under the kubelet's uid has it in `metadata.uid` and in `config.hash` (which
+     the kubelet sets to the uid);
+  2. with no such source, the report, served under that uid (`metadata.uid` rewritten;
+     everything else as its source has it).
 A change of owning source is a different pod under the same UID: the cache sends DELETED then
-ADDED. A mirror served alone has no owning source, so a static pod appearing for it, or going
-away from under it, is a MODIFIED.
+ADDED. A report served alone has no owning source, so a configured pod appearing for it, or
+going away from under it, is a MODIFIED.
 
 Status precedence. A served pod's `status` is merged, field by field, from up to three layers:
   - overlay: a status-only contribution keyed by UID (the CRI source: the container runtime's
     local view); overlays never make a pod exist;
-  - mirror: the API server's mirror of a static pod that a local source owns (the kubelet's
-    reported status, through the control plane);
+  - mirror: the report of a static pod that a configured pod owns (a mirror: the kubelet's
+    status through the control plane; the kubelet's own view, preferred when both are there);
   - owner: the owning source's own status (a static pod file says only `phase: Pending`).
 For each field the first layer in its row that has a value (not absent, empty or null) wins:
 
@@ -59,6 +87,20 @@ from typing import Any
 from pods_api.core.pod import PodVersion
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CONFIG_HASH = "kubernetes.io/config.hash"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+# The kubelet's config sources other than "api": a pod from one of them is a static pod.
+STATIC_CONFIG_SOURCES = frozenset({"file", "http"})
+
+
+class Kind(Enum):
+    CONFIGURED = "configured"
+    MIRROR = "mirror"
+    REPORTED = "reported"
+    PLAIN = "plain"
+
+
+_REPORTS = (Kind.MIRROR, Kind.REPORTED)
 
 
 class Layer(Enum):
@@ -89,11 +131,14 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 @dataclass(frozen=True, slots=True)
 class Contribution:
-    """One source's pod for a served UID. `order` counts claims: lower claimed first."""
+    """One source's pod for a served UID. `order` counts claims: lower claimed first.
+    `configured`: the source is a static pod config source (its pods are static pods as their
+    manifests make them)."""
 
     source: str
     pod: PodVersion
     order: int
+    configured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +151,7 @@ class Overlay:
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """What the cache serves for a UID: the pod, the source that owns it (None for a mirror
+    """What the cache serves for a UID: the pod, the source that owns it (None for a report
     served alone), and the owner-role contributions that lost the claim (to say so once)."""
 
     pod: PodVersion
@@ -125,8 +170,27 @@ class IdentityPolicy:
         self.name = name
         self.mirror_pods = mirror_pods
 
+    def kind(self, contribution: Contribution) -> Kind:
+        if not self.mirror_pods:
+            return Kind.PLAIN
+        if self.mirror_of(contribution.pod) is not None:
+            return Kind.MIRROR
+        if contribution.configured:
+            return Kind.CONFIGURED
+        if _annotations(contribution.pod).get(CONFIG_SOURCE) in STATIC_CONFIG_SOURCES:
+            return Kind.REPORTED
+        return Kind.PLAIN
+
+    def static_pod(self, contribution: Contribution) -> tuple[str, str] | None:
+        """The (namespace, name) that matches a static pod with its reports; None for a plain
+        pod, whose uid alone is its identity."""
+        if self.kind(contribution) is Kind.PLAIN:
+            return None
+        return contribution.pod.namespace, contribution.pod.name
+
     def identity(self, pod: PodVersion) -> str:
-        """The UID this pod is served under."""
+        """The UID a pod is served under when nothing else is known: a mirror's static pod's
+        uid (the kubelet's), else its own."""
         static_uid = self.mirror_of(pod)
         return static_uid if static_uid is not None else pod.uid
 
@@ -134,40 +198,79 @@ class IdentityPolicy:
         """The static pod's UID if this pod is a mirror pod (and mirrors are recognised)."""
         if not self.mirror_pods:
             return None
-        annotations = pod.json.get("metadata", {}).get("annotations") or {}
-        static_uid = annotations.get(MIRROR_ANNOTATION)
+        static_uid = _annotations(pod).get(MIRROR_ANNOTATION)
         if isinstance(static_uid, str) and static_uid and static_uid != pod.uid:
             return static_uid
         return None
 
+    def identities(self, group: Sequence[Contribution]) -> list[str]:
+        """The UID each contribution of one static pod's (namespace, name) is served under, in
+        the group's order (see "Identity" in the module docstring)."""
+        uids = [self.identity(c.pod) for c in group]
+        configured = sorted(
+            (i for i, c in enumerate(group) if self.kind(c) is Kind.CONFIGURED), key=lambda i: group[i].order
+        )
+        if not configured:
+            return uids
+        claimed = {group[i].pod.uid for i in configured}
+        # Reports that agree with no configured pod's uid: of the earliest configured pod.
+        loose = sorted(
+            (i for i, c in enumerate(group) if self.kind(c) in _REPORTS and uids[i] not in claimed),
+            key=lambda i: (self.kind(group[i]) is not Kind.REPORTED, group[i].order),
+        )
+        anchor = configured[0]
+        if not loose:
+            return uids
+        own = group[anchor].pod.uid
+        agreed = any(uids[i] == own for i, c in enumerate(group) if self.kind(c) in _REPORTS)
+        uid = own if agreed else uids[loose[0]]
+        for i in (anchor, *loose):
+            uids[i] = uid
+        return uids
+
     def merge(
         self, uid: str, contributions: Sequence[Contribution], overlays: Sequence[Overlay]
     ) -> Served | None:
-        """The pod served under `uid`, or None when no source owns or mirrors it."""
-        owners = sorted((c for c in contributions if self.mirror_of(c.pod) is None), key=lambda c: c.order)
-        mirrors = sorted(
-            (c for c in contributions if self.mirror_of(c.pod) is not None), key=lambda c: c.order
+        """The pod served under `uid`, or None when no source owns or reports it."""
+        kinds = [self.kind(c) for c in contributions]
+        configured = Kind.CONFIGURED in kinds
+        # With a configured pod, the kubelet's view is a report of it; without, a pod it owns.
+        reporting = _REPORTS if configured else (Kind.MIRROR,)
+        owners = sorted(
+            (c for c, k in zip(contributions, kinds, strict=True) if k not in reporting),
+            key=lambda c: c.order,
+        )
+        reports = sorted(
+            (c for c, k in zip(contributions, kinds, strict=True) if k in reporting),
+            key=lambda c: (self.identity(c.pod) != uid, self.kind(c) is not Kind.REPORTED, c.order),
         )
         if owners:
             base, owner = owners[0], owners[0].source
-        elif mirrors:
-            base, owner = mirrors[0], None
+        elif reports:
+            base, owner = reports[0], None
         else:
             return None
-        mirror = mirrors[0] if owners and mirrors else None
+        report = reports[0] if owners and reports else None
         refused = tuple(owners[1:])
-        if mirror is None and not overlays and owner is not None:
+        if report is None and not overlays and owner is not None and base.pod.uid == uid:
             return Served(base.pod, owner, refused)  # as the source made it: no re-encoding
         layers: dict[Layer, Mapping[str, Any]] = {Layer.OWNER: base.pod.json.get("status") or {}}
-        if mirror is not None:
-            layers[Layer.MIRROR] = mirror.pod.json.get("status") or {}
+        if report is not None:
+            layers[Layer.MIRROR] = report.pod.json.get("status") or {}
         if overlays:
             layers[Layer.OVERLAY] = overlays[0].status
         pod_json = dict(base.pod.json)
-        if owner is None:
-            pod_json["metadata"] = {**pod_json["metadata"], "uid": uid}
+        if base.pod.uid != uid:
+            meta = pod_json["metadata"] = {**pod_json["metadata"], "uid": uid}
+            if owner is not None and CONFIG_HASH in (meta.get("annotations") or {}):
+                meta["annotations"] = {**meta["annotations"], CONFIG_HASH: uid}  # the hash is the uid
         pod_json["status"] = merge_status(layers)
         return Served(PodVersion.from_json(pod_json), owner, refused)
+
+
+def _annotations(pod: PodVersion) -> Mapping[str, Any]:
+    annotations: Mapping[str, Any] = pod.json.get("metadata", {}).get("annotations") or {}
+    return annotations
 
 
 def _has(value: Any) -> bool:

@@ -20,7 +20,7 @@ from pods_api.core.cache import OverlaySink, SourceSink
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.runtime import Core, build_core
-from pods_api.core.sources import Source, SourceContext, StatusOverlay, registry
+from pods_api.core.sources import Source, SourceContext, StatusOverlay, configures_static_pods, registry
 from pods_api.core.sources.supervisor import supervise
 from pods_api.gateway.app import create_app
 
@@ -58,7 +58,10 @@ async def serve(config: Config) -> None:
     if not sources:
         raise StartupError("no pod source configured")
     sources, overlays = registry.split_overlays(sources)
-    sinks = [(source, core.cache.source(source.name)) for source in sources]
+    sinks = [
+        (source, core.cache.source(source.name, configures_static_pods=configures_static_pods(source)))
+        for source in sources
+    ]
     overlay_runs = [(overlay, core.cache.overlay(overlay.name)) for overlay in overlays]
     if config.ready_delay > 0:
         hold = core.cache.hold("ready-delay")

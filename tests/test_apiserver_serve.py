@@ -212,3 +212,59 @@ async def test_a_static_pod_and_its_mirror_are_one_pod(server: KubeAPIServer, tm
         (only,) = await listed(served)
         assert (only["metadata"]["uid"], only["status"]["phase"]) == (static_uid, "Failed")
         await watch.close()
+
+
+async def test_a_manifest_without_a_uid_and_its_mirror_are_one_pod_under_the_kubelets_uid(
+    server: KubeAPIServer, tmp_path: Path
+) -> None:
+    # On a kubeadm node the manifest has no uid: the kubelet hashes Go's in-memory pod into one
+    # (which no other program can reproduce), and the mirror's annotation names that uid.
+    kubelet_uid = "0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a"
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {
+            "containers": [{"name": "kube-scheduler", "image": "registry.k8s.io/kube-scheduler:v1.33.0"}]
+        },
+    }
+    (manifests / "kube-scheduler.yaml").write_text(yaml.safe_dump(manifest))
+    # As the kubelet creates it: the static pod's annotations and the mirror one; the API server
+    # gives it a uid of its own and may default its spec differently.
+    annotations = {
+        MIRROR_ANNOTATION: kubelet_uid,
+        "kubernetes.io/config.hash": kubelet_uid,
+        "kubernetes.io/config.source": "file",
+    }
+    mirror = pod("kube-scheduler-node-1", uid="mirror-uid", annotations=annotations, image="mirror-image")
+    mirror["metadata"]["namespace"] = "kube-system"
+    mirror["status"] = {"phase": "Running", "podIP": "192.168.56.10", "podIPs": [{"ip": "192.168.56.10"}]}
+    server.put(mirror)
+
+    args = (*flags(server, tmp_path), "--manifests", str(manifests))
+    with serving(tmp_path / "run", *args) as served:
+        (only,) = await listed(served)
+        assert (only["metadata"]["name"], only["metadata"]["uid"]) == ("kube-scheduler-node-1", kubelet_uid)
+        assert only["metadata"]["annotations"]["kubernetes.io/config.hash"] == kubelet_uid
+        assert MIRROR_ANNOTATION not in only["metadata"]["annotations"]
+        assert only["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-scheduler:v1.33.0"
+        assert only["status"]["phase"] == "Running" and only["status"]["podIP"] == "192.168.56.10"
+        async with grpc.aio.insecure_channel(served.target) as channel:
+            got = await api_grpc.PodsStub(channel).GetPod(api.GetPodRequest(podUID=kubelet_uid))
+        assert pod_from_bytes(got.pod)["metadata"]["name"] == "kube-scheduler-node-1"
+
+        watch = Watch(served)
+        assert await watch.next(2) == [(ADDED, "kube-scheduler-node-1"), (SYNCED, "")]
+        mirror["status"]["phase"] = "Failed"
+        server.put(mirror)
+        assert await watch.next(1) == [(MODIFIED, "kube-scheduler-node-1")]
+        # The mirror deleted (the manifest stays): our own uid until the kubelet makes a new one;
+        # a different uid is a different pod to clients, the old one goes first.
+        server.delete("mirror-uid")
+        assert await watch.next(2) == [(DELETED, "kube-scheduler-node-1"), (ADDED, "kube-scheduler-node-1")]
+        (only,) = await listed(served)
+        assert only["metadata"]["uid"] not in (kubelet_uid, "mirror-uid")
+        assert only["status"] == {"phase": "Pending"}
+        await watch.close()

@@ -7,12 +7,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pods_api.core.cache import PodCache
 from pods_api.core.codec import CodecError
-from pods_api.core.identity import MIRROR_ANNOTATION, Contribution, IdentityPolicy, Overlay, Served
+from pods_api.core.identity import (
+    CONFIG_HASH,
+    MIRROR_ANNOTATION,
+    Contribution,
+    IdentityPolicy,
+    Overlay,
+    Served,
+)
 from pods_api.core.pod import PodVersion
 from pods_api.core.watch import EventType, WatchHub
 
@@ -66,6 +73,10 @@ def new_cache(policy: IdentityPolicy | None = None) -> PodCache:
     return PodCache(WatchHub(capacity=100, max_watchers=10), policy=policy)
 
 
+def manifests_source(cache: PodCache) -> Any:
+    return cache.source("manifests", configures_static_pods=True)
+
+
 def drain(watcher: Any) -> list[tuple[EventType, str]]:
     out = []
     while watcher._queue:
@@ -80,7 +91,7 @@ def drain(watcher: Any) -> list[tuple[EventType, str]]:
 
 def test_a_static_pod_and_its_mirror_are_served_as_one_pod() -> None:
     cache = new_cache()
-    manifests, apiserver = cache.source("manifests"), cache.source("apiserver")
+    manifests, apiserver = manifests_source(cache), cache.source("apiserver")
     _, watcher = cache.watch()
     manifests.replace([static_pod()])
     apiserver.replace([mirror_pod()])
@@ -103,7 +114,7 @@ def test_a_static_pod_and_its_mirror_are_served_as_one_pod() -> None:
 
 def test_a_mirror_alone_is_served_under_the_static_pods_identity() -> None:
     cache = new_cache()
-    manifests, apiserver = cache.source("manifests"), cache.source("apiserver")
+    manifests, apiserver = manifests_source(cache), cache.source("apiserver")
     _, watcher = cache.watch()
     apiserver.replace([mirror_pod()])
     [served] = cache.snapshot().pods
@@ -121,6 +132,120 @@ def test_a_mirror_alone_is_served_under_the_static_pods_identity() -> None:
         (EventType.MODIFIED, STATIC_UID),
         (EventType.DELETED, STATIC_UID),
     ]
+
+
+# A manifest without metadata.uid: the kubelet's uid (an FNV hash of Go's in-memory pod) is not
+# ours, so the mirror's annotation and the kubelet's own view name another uid than our static pod.
+KUBELET_UID = "9e4a1f0c7b2d4c3e8f6a5b4c3d2e1f00"
+
+
+def named_mirror(phase: str = "Running", uid: str = MIRROR_UID, kubelet_uid: str = KUBELET_UID) -> PodVersion:
+    """The API server's mirror of our static pod, naming the kubelet's uid, not ours."""
+    pod = mirror_pod(phase).json
+    annotations = {
+        MIRROR_ANNOTATION: kubelet_uid,
+        CONFIG_HASH: kubelet_uid,
+        "kubernetes.io/config.source": "file",
+    }
+    meta = {**pod["metadata"], "uid": uid, "annotations": annotations}
+    return PodVersion.from_json({**pod, "metadata": meta})
+
+
+def kubelet_view(phase: str = "Running") -> PodVersion:
+    """The static pod as the kubelet's /pods (or its Pods API) has it: the kubelet's uid,
+    config.source file, no mirror annotation, its own status."""
+    pod = static_pod().json
+    meta = {**pod["metadata"], "uid": KUBELET_UID}
+    meta["annotations"] = {**meta["annotations"], CONFIG_HASH: KUBELET_UID}
+    status = {"phase": phase, "podIP": "192.168.56.10", "podIPs": [{"ip": "192.168.56.10"}]}
+    return PodVersion.from_json({**pod, "metadata": meta, "status": status})
+
+
+def test_a_mirror_naming_another_uid_is_matched_by_name_and_the_kubelets_uid_is_served() -> None:
+    cache = new_cache()
+    manifests, apiserver = manifests_source(cache), cache.source("apiserver")
+    _, watcher = cache.watch()
+    manifests.replace([static_pod()])
+    apiserver.replace([named_mirror()])
+    [served] = cache.snapshot().pods
+    assert served.uid == KUBELET_UID  # the uid the kubelet, the CRI labels and the mirror use
+    assert served.json["metadata"]["annotations"][CONFIG_HASH] == KUBELET_UID
+    assert served.json["metadata"]["annotations"]["kubernetes.io/config.source"] == "file"
+    assert MIRROR_ANNOTATION not in served.json["metadata"]["annotations"]  # metadata: the manifest's
+    assert served.json["spec"]["containers"] == [{"name": "etcd", "image": "etcd:3.5"}]
+    assert served.json["status"]["phase"] == "Running"  # status: the mirror's
+    assert cache.owner(KUBELET_UID) == "manifests"
+    assert cache.get(STATIC_UID) is None and cache.get(MIRROR_UID) is None
+    assert [h.pod.uid for h in cache.by_name("kube-system", "etcd-node-1")] == [KUBELET_UID]
+    apiserver.upsert(named_mirror(phase="Failed"))
+    assert cache.get(KUBELET_UID).json["status"]["phase"] == "Failed"
+    # Our uid first; the mirror's arrival moves the pod to the kubelet's uid: the old goes
+    # first. A status change is a MODIFIED; the mirror gone moves it back to ours.
+    apiserver.replace([])
+    assert [p.uid for p in cache.snapshot().pods] == [STATIC_UID]
+    assert cache.get(STATIC_UID).json["status"] == {"phase": "Pending"}
+    assert drain(watcher) == [
+        (EventType.ADDED, STATIC_UID),
+        (EventType.DELETED, STATIC_UID),
+        (EventType.ADDED, KUBELET_UID),
+        (EventType.MODIFIED, KUBELET_UID),
+        (EventType.DELETED, KUBELET_UID),
+        (EventType.ADDED, STATIC_UID),
+    ]
+
+
+def test_a_mirror_first_then_its_static_pod_is_one_pod_modified() -> None:
+    cache = new_cache()
+    manifests, apiserver = manifests_source(cache), cache.source("apiserver")
+    _, watcher = cache.watch()
+    apiserver.replace([named_mirror()])
+    manifests.replace([static_pod()])
+    [served] = cache.snapshot().pods
+    assert (served.uid, cache.owner(KUBELET_UID)) == (KUBELET_UID, "manifests")
+    assert served.json["status"]["phase"] == "Running"
+    manifests.replace([])  # the manifest removed: the mirror alone, until the kubelet deletes it
+    assert cache.owner(KUBELET_UID) is None and len(cache) == 1
+    assert drain(watcher) == [
+        (EventType.ADDED, KUBELET_UID),
+        (EventType.MODIFIED, KUBELET_UID),
+        (EventType.MODIFIED, KUBELET_UID),
+    ]
+
+
+def test_the_kubelets_own_view_of_a_static_pod_is_one_pod_with_the_manifest() -> None:
+    cache = new_cache()
+    manifests, kubelet = manifests_source(cache), cache.source("kubelet-pods")
+    kubelet.replace([kubelet_view()])
+    manifests.replace([static_pod()])
+    [served] = cache.snapshot().pods
+    assert (served.uid, cache.owner(KUBELET_UID)) == (KUBELET_UID, "manifests")
+    assert served.json["status"]["podIPs"] == [{"ip": "192.168.56.10"}]  # the kubelet's status
+    assert served.json["spec"]["containers"] == [{"name": "etcd", "image": "etcd:3.5"}]
+    # A CRI overlay keys its statuses by the kubelet's uid (io.kubernetes.pod.uid): it applies.
+    cache.overlay("cri").set_status(KUBELET_UID, runtime_status())
+    assert cache.get(KUBELET_UID).json["status"]["podIP"] == "10.0.0.7"
+
+
+def test_the_kubelets_view_under_the_manifests_own_uid_is_a_report_not_a_conflict() -> None:
+    cache = new_cache()
+    manifests, kubelet = manifests_source(cache), cache.source("kubelet-pods")
+    view = kubelet_view().json
+    kubelet.replace([PodVersion.from_json({**view, "metadata": {**view["metadata"], "uid": STATIC_UID}})])
+    manifests.replace([static_pod()])
+    [served] = cache.snapshot().pods
+    assert served.uid == STATIC_UID and cache.owner(STATIC_UID) == "manifests"
+    assert served.json["status"]["phase"] == "Running"
+    assert cache.get(STATIC_UID).json["metadata"]["annotations"][CONFIG_HASH] == STATIC_UID
+
+
+def test_a_pod_of_another_name_is_never_matched() -> None:
+    cache = new_cache()
+    manifests_source(cache).replace([static_pod()])
+    other = named_mirror().json
+    cache.source("apiserver").replace(
+        [PodVersion.from_json({**other, "metadata": {**other["metadata"], "name": "etcd-node-2"}})]
+    )
+    assert sorted(p.uid for p in cache.snapshot().pods) == sorted([STATIC_UID, KUBELET_UID])
 
 
 def test_without_mirror_recognition_both_are_served_first_claim_wins() -> None:
@@ -299,7 +424,7 @@ def test_an_overlay_is_a_readiness_gate_and_its_name_is_unique() -> None:
 )
 def test_a_static_pod_is_never_served_twice_whatever_the_order(steps: list[str]) -> None:
     cache = new_cache()
-    manifests, apiserver, cri = cache.source("manifests"), cache.source("apiserver"), cache.overlay("cri")
+    manifests, apiserver, cri = manifests_source(cache), cache.source("apiserver"), cache.overlay("cri")
     _, watcher = cache.watch()
     have_static = have_mirror = False
     for step in steps:
@@ -331,3 +456,64 @@ def test_a_static_pod_is_never_served_twice_whatever_the_order(steps: list[str])
         assert uid == STATIC_UID
         assert (kind is EventType.ADDED) is not alive
         alive = kind is not EventType.DELETED
+
+
+@settings(deadline=None)  # a shared machine's pauses are no failure
+@given(
+    st.lists(
+        st.sampled_from(
+            ["static+", "static-", "mirror+", "mirror-", "mirror~", "view+", "view-", "view~", "cri+", "cri-"]
+        ),
+        max_size=12,
+    )
+)
+def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(steps: list[str]) -> None:
+    cache = new_cache()
+    manifests, apiserver = manifests_source(cache), cache.source("apiserver")
+    kubelet, cri = cache.source("kubelet-pods"), cache.overlay("cri")
+    _, watcher = cache.watch()
+    have_static = have_mirror = have_view = False
+    for step in steps:
+        match step:
+            case "static+":
+                manifests.replace([static_pod()])
+                have_static = True
+            case "static-":
+                manifests.replace([])
+                have_static = False
+            case "mirror+" | "mirror~":
+                apiserver.upsert(named_mirror(phase="Running" if step == "mirror+" else "Succeeded"))
+                have_mirror = True
+            case "mirror-":
+                apiserver.delete(MIRROR_UID)
+                have_mirror = False
+            case "view+" | "view~":
+                kubelet.replace([kubelet_view(phase="Running" if step == "view+" else "Failed")])
+                have_view = True
+            case "view-":
+                kubelet.replace([])
+                have_view = False
+            case "cri+":
+                cri.set_status(KUBELET_UID, runtime_status())
+            case "cri-":
+                cri.clear(KUBELET_UID)
+        reported = have_mirror or have_view
+        expected = [KUBELET_UID] if reported else [STATIC_UID] if have_static else []
+        assert [p.uid for p in cache.snapshot().pods] == expected
+        if expected:
+            served = cache.snapshot().pods[0]
+            owner = "manifests" if have_static else "kubelet-pods" if have_view else None
+            assert cache.owner(expected[0]) == owner
+            if have_static:  # spec and metadata: the manifest's
+                assert served.json["metadata"]["annotations"][CONFIG_HASH] == expected[0]
+                assert MIRROR_ANNOTATION not in served.json["metadata"]["annotations"]
+            if have_static and reported:  # status: the kubelet's view, else the mirror's
+                assert served.json["status"]["phase"] != "Pending"
+    # Replaying the events gives the served pods, and each uid had a consistent life.
+    alive: dict[str, bool] = {}
+    while watcher._queue:
+        event = watcher._queue.popleft()
+        assert (event.type is EventType.ADDED) is not alive.get(event.pod.uid, False)
+        alive[event.pod.uid] = event.type is not EventType.DELETED
+        assert sum(alive.values()) <= 1  # never two pods for one static pod, even in between
+    assert sorted(uid for uid, up in alive.items() if up) == [p.uid for p in cache.snapshot().pods]

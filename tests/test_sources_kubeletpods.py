@@ -14,7 +14,7 @@ import pytest
 from serve import PODS_API, serving
 from servers import ManifestServer, TLSFiles, make_tls
 from test_sources_common import Harness, harness_fixture, write  # noqa: F401
-from test_static_pods import MODIFIED, Watch, listed
+from test_static_pods import ADDED, DELETED, MODIFIED, SYNCED, Watch, listed
 
 from pods_api.core.sources import SourceContext, kubeletpods
 from pods_api.core.sources.kubeletpods import KubeletPodsSource, TokenFile
@@ -322,6 +322,59 @@ async def test_end_to_end_over_https_with_a_token(
         finally:
             await watch.close()
     assert TOKEN not in "".join(served.lines) and "rotated" not in "".join(served.lines)
+
+
+async def test_a_static_pod_from_manifests_and_from_the_kubelet_is_served_once(
+    kubelet: ManifestServer, tls: TLSFiles, token_file: Path, tmp_path: Path
+) -> None:
+    """The kubelet's /pods lists the static pod itself, under the kubelet's uid (a hash we cannot
+    reproduce, so not the uid --manifests gives it): one pod, under the kubelet's uid, with the
+    manifest's spec and the kubelet's status."""
+    kubelet_uid = "6c5b4a39281706f5e4d3c2b1a0918273"
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "etcd", "namespace": "kube-system"},
+        "spec": {"containers": [{"name": "etcd", "image": "registry.k8s.io/etcd:3.5.21-0"}]},
+    }
+    write(manifests / "etcd.yaml", json.dumps(manifest))
+    static = kubelet_pod("etcd-node-1", kubelet_uid)
+    static["metadata"]["namespace"] = "kube-system"
+    static["metadata"]["annotations"] = {
+        "kubernetes.io/config.hash": kubelet_uid,
+        "kubernetes.io/config.source": "file",
+        "kubernetes.io/config.seen": "2026-01-01T10:00:00.123456789Z",
+    }
+    static["spec"]["containers"][0]["name"] = "etcd"
+    static["status"]["containerStatuses"][0]["name"] = "etcd"
+    kubelet.serve(pod_list(kubelet_pod("web", "uid-web"), static))
+
+    flags = ["--kubelet-pods-url", kubelet.url, "--kubelet-pods-interval", "0.1"]
+    flags += ["--kubelet-ca-file", str(tls.ca), "--kubelet-token-file", str(token_file)]
+    with serving(tmp_path / "run", *flags, "--manifests", str(manifests)) as served:
+        pods = {p["metadata"]["name"]: p for p in await listed(served)}
+        assert sorted(pods) == ["etcd-node-1", "web"]
+        etcd = pods["etcd-node-1"]
+        assert etcd["metadata"]["uid"] == kubelet_uid
+        assert etcd["spec"]["containers"][0]["image"] == "registry.k8s.io/etcd:3.5.21-0"  # the manifest's
+        assert etcd["status"]["phase"] == "Running" and etcd["status"]["podIP"] == "10.0.0.7"  # the kubelet's
+        watch = Watch(served)
+        try:
+            events = await watch.next(3)
+            assert sorted((k, p.get("metadata", {}).get("uid", "")) for k, p in events) == [
+                (ADDED, kubelet_uid),
+                (ADDED, "uid-web"),
+                (SYNCED, ""),
+            ]
+            kubelet.serve(pod_list(kubelet_pod("web", "uid-web")))  # the kubelet stopped reporting it
+            [(kind, pod), (kind2, pod2)] = await watch.next(2)
+            assert (kind, pod["metadata"]["uid"]) == (DELETED, kubelet_uid)
+            assert (kind2, pod2["metadata"]["name"]) == (ADDED, "etcd-node-1")  # our own uid, Pending
+            assert pod2["metadata"]["uid"] != kubelet_uid and pod2["status"] == {"phase": "Pending"}
+        finally:
+            await watch.close()
 
 
 @pytest.mark.parametrize(

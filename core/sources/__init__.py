@@ -67,6 +67,14 @@ class CanOverlay(Protocol):
     def as_overlay(self) -> StatusOverlay: ...
 
 
+def configures_static_pods(source: Source) -> bool:
+    """Whether a source's pods are static pods as their manifests make them (the kubelet's
+    "file" and "http" config sources: --manifests, --manifest-url), said by the class attribute
+    `configures_static_pods = True`. The cache's identity policy matches such a pod with what
+    other sources report of the same static pod (its mirror, the kubelet's own view of it)."""
+    return getattr(source, "configures_static_pods", False) is True
+
+
 @dataclass(frozen=True)
 class SourceContext:
     """What a source is built with besides its own flags."""

@@ -21,6 +21,7 @@ DEFAULT_RESYNC = 20.0
 
 class ManifestDirSource(DirectorySource):
     unique_names = True
+    configures_static_pods = True  # the kubelet's "file" config source
 
     def __init__(
         self,

@@ -26,6 +26,8 @@ DEFAULT_INTERVAL = 20.0
 
 
 class ManifestURLSource:
+    configures_static_pods = True  # the kubelet's "http" config source
+
     def __init__(
         self,
         url: str,
