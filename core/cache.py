@@ -3,8 +3,10 @@
 Sources hand over snapshots (`replace`) or deltas (`upsert`, `delete`) of their own pods;
 overlays (`cache.overlay(name)`) hand over statuses for pods others own. The cache keeps each
 contribution, and the identity policy (core/identity.py) decides under which UID a pod is
-served and merges the contributions for that UID: first claim wins, a mirror pod is its static
-pod, an overlay's status fields win as its precedence table says. A UID is merged again only
+served and merges the contributions for that UID: first claim wins, a static pod is one pod
+whoever reports it (its mirror, the kubelet's view), an overlay's status fields win as its
+precedence table says. Whether a source's pods are static pods as configured is said when it
+registers (`source(name, configures_static_pods=True)`). A UID is merged again only
 when one of its contributions changed. The cache computes ADDED/MODIFIED/DELETED by comparing
 encoded versions, keeps its named indexes (core/index.py) current at that same point, stamps
 each change with a revision, keeps recent events in a ring for resumable watches, and

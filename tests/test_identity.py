@@ -4,6 +4,7 @@ merge by the precedence table."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -517,3 +518,18 @@ def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(s
         alive[event.pod.uid] = event.type is not EventType.DELETED
         assert sum(alive.values()) <= 1  # never two pods for one static pod, even in between
     assert sorted(uid for uid, up in alive.items() if up) == [p.uid for p in cache.snapshot().pods]
+
+
+def test_the_static_pod_config_sources_say_so_and_no_other_does(tmp_path: Path) -> None:
+    from pods_api.core.sources import configures_static_pods
+    from pods_api.core.sources.apiserver import APIServerSource
+    from pods_api.core.sources.fixtures import FixturesSource
+    from pods_api.core.sources.kubeletpods import KubeletPodsSource
+    from pods_api.core.sources.manifests import ManifestDirSource
+    from pods_api.core.sources.url import ManifestURLSource
+
+    assert configures_static_pods(ManifestDirSource(tmp_path, node_name="node-1"))
+    assert configures_static_pods(ManifestURLSource("http://127.0.0.1:1/pods", node_name="node-1"))
+    assert not configures_static_pods(FixturesSource(tmp_path))
+    assert not configures_static_pods(KubeletPodsSource("http://127.0.0.1:1/pods"))
+    assert not configures_static_pods(APIServerSource(node_name="node-1"))

@@ -69,7 +69,9 @@ class StaticPodRules:
     def _generate_uid(self, pod: PodVersion, source_id: str) -> str:
         # The kubelet: a hash of the decoded pod, then "host:<node>file:<path>" or "url:<url>".
         # Its hash is over Go's in-memory dump of the pod, which cannot be reproduced here; this
-        # is over the canonical JSON, so it is as stable and as sensitive to changes.
+        # is over the canonical JSON, so it is as stable and as sensitive to changes. Where the
+        # kubelet's uid is known (a mirror, the kubelet's /pods), the cache's identity policy
+        # matches the pods by name and serves the kubelet's.
         hasher = hashlib.md5(usedforsecurity=False)
         hasher.update(pod.json_bytes)
         if self.config_source == "file":
