@@ -67,8 +67,13 @@ CALLS = Calls(
         "ListPods": Call("ListPods", limited=True, gated=True, metric="list"),
         "GetPod": Call("GetPod", limited=True, gated=True, metric="get"),
         "WatchPods": Call("WatchPods", limited=False, gated=True, metric="watch"),
+        # Our extension (podsapi.v1.PodLookup, and the gateway's lookups): an index lookup costs
+        # what a Get costs, so it is limited and gated like one.
+        "Lookup": Call("Lookup", limited=True, gated=True, metric="lookup"),
     },
-    services={"v1alpha1.Pods": "v1alpha1", "Pods": "documented"},
+    # podsapi.v1.PodLookup's ListPods and WatchPods (with selectors) are the same calls as the
+    # kubelet's, counted under their own api version label.
+    services={"v1alpha1.Pods": "v1alpha1", "Pods": "documented", "podsapi.v1.PodLookup": "podsapi.v1"},
 )
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pods_api.core.pod import PodVersion
+from pods_api.core.status import InvalidArgument
 
 BY_NAME = "namespace/name"
 BY_CONTAINER_ID = "containerID"
@@ -37,8 +38,9 @@ MAX_CANDIDATES_SHOWN = 10
 CONTAINER_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
-class InvalidLookup(ValueError):
-    """A lookup value that cannot be answered: malformed, too short, or ambiguous."""
+class InvalidLookup(InvalidArgument, ValueError):
+    """A lookup value that cannot be answered: malformed, too short, or ambiguous. Every surface
+    answers it with INVALID_ARGUMENT."""
 
 
 class AmbiguousPrefix(InvalidLookup):

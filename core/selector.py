@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from pods_api.core.status import InvalidArgument
+
 # Go's int64, for `>` and `<` values (strconv.ParseInt(v, 10, 64)).
 _INT64 = (-(2**63), 2**63 - 1)
 _NAME_MAX = 63  # a label key's name part and a label value (validation.LabelValueMaxLength)
@@ -39,8 +41,9 @@ _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
-class SelectorError(ValueError):
-    """An invalid selector: which one, what is wrong, and at which character."""
+class SelectorError(InvalidArgument, ValueError):
+    """An invalid selector: which one, what is wrong, and at which character. Every surface
+    answers it with INVALID_ARGUMENT."""
 
     def __init__(self, kind: str, text: str, position: int, problem: str) -> None:
         super().__init__(f"invalid {kind} selector {text!r} at position {position}: {problem}")

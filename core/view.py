@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from pods_api.core.fieldmask import FieldMask
+from pods_api.core.fieldmask import FieldMask, parse_mask
+from pods_api.core.selector import parse_selector
 
 
 class Selector(Protocol):
@@ -83,3 +85,21 @@ class View:
 
 
 View.EVERYTHING = View()
+
+
+def parse_view(mask: str | None = None, label_selector: str = "", field_selector: str = "") -> View:
+    """The view a request asks for, from its text as every surface receives it: a field mask
+    (the `x-kubernetes-fieldmask` rules; None or "" is every field), a `labelSelector` and a
+    `fieldSelector` (Kubernetes syntax; "" is every pod). Raises FieldMaskError or
+    SelectorError, both InvalidArgument, naming the problem and where it is."""
+    return View(parse_mask(mask), _selector(label_selector, field_selector))
+
+
+# Distinct selectors in use at once: a handful of agents' own; bounded against a client that
+# sends a new one each time. Errors are not cached (lru_cache keeps only returned values).
+_SELECTORS_KEPT = 256
+
+
+@lru_cache(maxsize=_SELECTORS_KEPT)
+def _selector(label_selector: str, field_selector: str) -> Selector:
+    return parse_selector(label_selector, field_selector)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from pods_api.core.cache import Snapshot
+from pods_api.core.index import Hit
 from pods_api.core.pod import PodVersion
 from pods_api.core.view import View
 from pods_api.gateway.formats import Format, render
@@ -16,6 +19,14 @@ from pods_api.gateway.formats import Format, render
 _POD_HEAD = b'{"kind":"Pod","apiVersion":"v1"'
 _LIST_HEAD = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"%d"},"items":['
 _LIST_TAIL = b"]}"
+# A lookup's PodList says which pod (and container) each item matched in a `matches` field of
+# its own, beside `items`: the items stay plain Pods, and every PodList reader (client-go, the
+# kubernetes Python client, kubectl, jq) reads the list as before, skipping a field it does not know.
+_KINDS = {
+    "containerStatuses": "container",
+    "initContainerStatuses": "initContainer",
+    "ephemeralContainerStatuses": "ephemeralContainer",
+}
 
 
 def pod_bytes(pod: PodVersion, view: View) -> bytes:
@@ -52,3 +63,30 @@ def _make_list(snapshot: Snapshot, view: View, fmt: Format) -> bytes:
         return render(list_object(snapshot, view), fmt)
     items = b",".join(pod_bytes(pod, view) for pod in view.select(snapshot.pods))
     return b"".join((_LIST_HEAD % snapshot.revision, items, _LIST_TAIL))
+
+
+def match_object(hit: Hit) -> dict[str, Any]:
+    """Which pod a lookup matched, and for a container ID which container."""
+    match: dict[str, Any] = {"uid": hit.pod.uid}
+    if hit.container is not None:
+        ref = hit.container
+        match["container"] = {"name": ref.name, "kind": _KINDS[ref.list], "containerID": ref.container_id}
+    return match
+
+
+def lookup_body(revision: int, hits: list[Hit], view: View, fmt: Format) -> bytes:
+    """A PodList of a lookup's pods, with `matches` (one per item, in item order)."""
+    if fmt is not Format.JSON:
+        return render(
+            {
+                "kind": "PodList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(revision)},
+                "items": [pod_object(hit.pod, view) for hit in hits],
+                "matches": [match_object(hit) for hit in hits],
+            },
+            fmt,
+        )
+    items = b",".join(pod_bytes(hit.pod, view) for hit in hits)
+    matches = orjson.dumps([match_object(hit) for hit in hits])
+    return b"".join((_LIST_HEAD % revision, items, b'],"matches":', matches, b"}"))

@@ -29,6 +29,7 @@ Errors carry their gRPC status: a JSON body `{"error": {"code", "status", "grpcC
 and a `Grpc-Status` header. 429 and 503 come with `Retry-After`.
 """
 ERROR = "Error"
+LOOKUP_LIST = "PodLookupList"
 JSON = "application/json"
 WATCH_DESCRIPTION = """\
 The pods (JSON, `application/json` or `application/yaml`), or with `watch=true` or
@@ -68,13 +69,22 @@ def _errors(*codes: Code) -> dict[int | str, Doc]:
 _ADMISSION = (Code.PERMISSION_DENIED, Code.RESOURCE_EXHAUSTED, Code.FAILED_PRECONDITION)
 
 
+LOOKUP_DESCRIPTION = """
+With `containerID` or `podIP` (a Lookup), a PodList of the pods found (an empty one when none)
+with one more field, `matches`: one entry per item, in item order, with the pod's `uid` and, for
+a container ID, which container matched. The items stay plain Pods, and readers of a PodList
+skip the field.
+"""
+
+
 def list_responses() -> dict[int | str, Doc]:
+    lists = {"anyOf": [ref(POD_LIST), ref(LOOKUP_LIST)]}
     return {
         200: {
-            "description": WATCH_DESCRIPTION,
+            "description": WATCH_DESCRIPTION + LOOKUP_DESCRIPTION,
             "content": {
-                JSON: {"schema": ref(POD_LIST)},
-                "application/yaml": {"schema": ref(POD_LIST)},
+                JSON: {"schema": lists},
+                "application/yaml": {"schema": lists},
                 "text/event-stream": {"schema": {"type": "string"}},
             },
         },
@@ -129,6 +139,35 @@ def _error_schema() -> Doc:
     }
 
 
+def _lookup_list_schema() -> Doc:
+    container = {
+        "type": "object",
+        "description": "The container whose ID matched (container ID lookups only).",
+        "required": ["name", "kind", "containerID"],
+        "properties": {
+            "name": {"type": "string"},
+            "kind": {"type": "string", "enum": ["container", "initContainer", "ephemeralContainer"]},
+            "containerID": {"type": "string", "description": "As the pod's status states it."},
+        },
+    }
+    match = {
+        "type": "object",
+        "required": ["uid"],
+        "properties": {"uid": {"type": "string"}, "container": container},
+    }
+    return {
+        "description": "A PodList with `matches`: which pod, and container, each item matched.",
+        "allOf": [
+            ref(POD_LIST),
+            {
+                "type": "object",
+                "required": ["matches"],
+                "properties": {"matches": {"type": "array", "items": match}},
+            },
+        ],
+    }
+
+
 # -- the document ----------------------------------------------------------------------------
 
 
@@ -151,6 +190,7 @@ def build(app: FastAPI) -> Doc:
         schemas.pop(unused, None)
     schemas.update(podschema.components())
     schemas[ERROR] = _error_schema()
+    schemas[LOOKUP_LIST] = _lookup_list_schema()
     return doc
 
 

@@ -1,5 +1,10 @@
 """The Pods API over HTTP: List (`GET /v1/pods`), Get (`GET /v1/pods/{uid}`) and Watch
-(`GET /v1/pods?watch=true` or `Accept: text/event-stream`).
+(`GET /v1/pods?watch=true` or `Accept: text/event-stream`); List and Watch take label and field
+selectors. Our lookups: `GET /v1/pods?containerID=…` or `?podIP=…` (a PodList of the matches)
+and `GET /v1/namespaces/{namespace}/pods/{name}` (one pod).
+
+`query_view` is the one reading of `fields`, `labelSelector` and `fieldSelector` into a View;
+any route serving pods (the Kubernetes view too) takes its view from it.
 
 Handlers and dependencies are `async def` on purpose: FastAPI runs plain `def` in a thread pool,
 and the cache belongs to the event loop.
@@ -13,13 +18,13 @@ from fastapi import APIRouter, Depends, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.fieldmask import parse_mask
+from pods_api.core.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.core.runtime import Core
 from pods_api.core.status import InvalidArgument, NotFound
-from pods_api.core.view import View
+from pods_api.core.view import View, parse_view
 from pods_api.gateway import formats, openapi
-from pods_api.gateway.assemble import list_body, pod_body
-from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, WATCH, call_dependencies
+from pods_api.gateway.assemble import list_body, lookup_body, pod_body
+from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, LOOKUP, WATCH, call_dependencies
 from pods_api.gateway.sse import WatchResponse, open_watch, stream
 
 FIELDS_DOC = (
@@ -29,18 +34,57 @@ FIELDS_DOC = (
 )
 PRETTY_DOC = "Indented JSON."
 WATCH_DOC = "Stream events (Server-Sent Events) instead of listing; so does `Accept: text/event-stream`."
+LABEL_SELECTOR_DOC = (
+    "Only pods whose labels match, in Kubernetes label selector syntax: `app=web,tier!=db`, "
+    "`env in (a,b)`, `env notin (c)`, `canary`, `!canary`. On a watch, a pod that stops matching "
+    "is sent as DELETED and one that starts matching as ADDED."
+)
+FIELD_SELECTOR_DOC = (
+    "Only pods whose fields match, in Kubernetes field selector syntax (`status.phase=Running,"
+    "spec.hostNetwork!=true`), on the fields the API server allows for pods: metadata.name, "
+    "metadata.namespace, spec.nodeName, spec.restartPolicy, spec.schedulerName, "
+    "spec.serviceAccountName, spec.hostNetwork, status.phase, status.podIP, status.nominatedNodeName."
+)
+CONTAINER_ID_DOC = (
+    "Lookup: the pods with this container (`containerd://<id>`, the bare ID, or a unique prefix of "
+    "at least 12 characters) in any of status.containerStatuses, initContainerStatuses or "
+    "ephemeralContainerStatuses. The PodList's `matches` says which container. Not with `watch`."
+)
+POD_IP_DOC = (
+    "Lookup: the pods with this IP in status.podIPs (host-network pods share the node's). Not with `watch`."
+)
 RESOURCE_VERSION_DOC = (
     "Watch only: resume after this revision (an `id` of an earlier event); `Last-Event-ID` wins "
     "when both are given. Too old a revision gets a full snapshot."
 )
 
 
+def query_view(
+    fields: list[str] | None, label_selector: str | None = None, field_selector: str | None = None
+) -> View:
+    """The view a request's query asks for. An empty `fields` parameter (`?fields=`) asks for no
+    mask, as if it were absent; within a value, an empty path is invalid as in the gRPC header.
+    Raises FieldMaskError or SelectorError (InvalidArgument: 400 naming the problem and where)."""
+    mask = ",".join(value for value in fields or () if value.strip())
+    return parse_view(mask, label_selector or "", field_selector or "")
+
+
 async def field_view(
     fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
 ) -> View:
-    # An empty parameter (`?fields=`) asks for no mask, as if it were absent; within a value, an
-    # empty path is invalid as in the gRPC header. A FieldMaskError is an InvalidArgument.
-    return View(parse_mask(",".join(value for value in fields or () if value.strip())))
+    return query_view(fields)
+
+
+async def selector_view(
+    fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
+    label_selector: Annotated[
+        str | None, Query(alias="labelSelector", description=LABEL_SELECTOR_DOC)
+    ] = None,
+    field_selector: Annotated[
+        str | None, Query(alias="fieldSelector", description=FIELD_SELECTOR_DOC)
+    ] = None,
+) -> View:
+    return query_view(fields, label_selector, field_selector)
 
 
 def resume_revision(last_event_id: str | None, resource_version: str | None) -> int | None:
@@ -62,16 +106,18 @@ def router(core: Core) -> APIRouter:
         "/v1/pods",
         name=LIST,
         operation_id="ListPods",
-        summary="List the node's pods, or watch them",
+        summary="List the node's pods, watch them, or look them up by container ID or pod IP",
         response_class=Response,
         responses=openapi.list_responses(),
         dependencies=call_dependencies(core, None),
     )
     async def list_pods(
         request: Request,
-        view: Annotated[View, Depends(field_view)],
+        view: Annotated[View, Depends(selector_view)],
         pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
         watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
+        container_id: Annotated[str | None, Query(alias=CONTAINER_ID, description=CONTAINER_ID_DOC)] = None,
+        pod_ip: Annotated[str | None, Query(alias=POD_IP, description=POD_IP_DOC)] = None,
         resource_version: Annotated[
             str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
         ] = None,
@@ -79,12 +125,21 @@ def router(core: Core) -> APIRouter:
             str | None, Header(alias="Last-Event-ID", description="Watch only: resume after this event id.")
         ] = None,
     ) -> Response:
-        # name_call decided List or Watch (it also saw the Accept header); `watch` is declared
-        # for validation and the schema.
-        if request.scope[CALL_KEY] == WATCH:
+        # name_call decided List, Watch or Lookup (it also saw the Accept header); `watch` is
+        # declared for validation and the schema.
+        call = request.scope[CALL_KEY]
+        if call == WATCH:
+            if container_id is not None or pod_ip is not None:
+                raise InvalidArgument(
+                    f"{CONTAINER_ID} and {POD_IP} look pods up once; they cannot be watched "
+                    "(watch with labelSelector or fieldSelector)"
+                )
             opened = open_watch(core.streams, view, resume_revision(last_event_id, resource_version))
             return WatchResponse(stream(opened, request.scope), opened, core.config.heartbeat)
         fmt = formats.choose(request.headers.get("accept"), pretty)
+        if call == LOOKUP:
+            hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)
+            return Response(lookup_body(core.cache.revision, hits, view, fmt), media_type=fmt.media_type)
         return Response(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
 
     @pods.get(
@@ -107,5 +162,28 @@ def router(core: Core) -> APIRouter:
             raise NotFound(f"pod {uid!r} not found")
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
+
+    @pods.get(
+        "/v1/namespaces/{namespace}/pods/{name}",
+        name="GetPodByName",
+        operation_id="GetPodByName",
+        summary="One pod, by namespace and name (a Lookup)",
+        response_class=Response,
+        responses=openapi.get_responses(),
+        dependencies=call_dependencies(core, LOOKUP),
+    )
+    async def get_pod_by_name(
+        request: Request,
+        namespace: str,
+        name: str,
+        view: Annotated[View, Depends(field_view)],
+        pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+    ) -> Response:
+        hits = find(core.cache, LookupKey(name=(namespace, name)))
+        if not hits:
+            raise NotFound(f"pod {namespace}/{name} not found")
+        # Two sources can serve one name under two UIDs; the lowest UID answers, as List orders.
+        fmt = formats.choose(request.headers.get("accept"), pretty)
+        return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)
 
     return pods

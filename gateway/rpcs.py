@@ -23,12 +23,20 @@ from pods_api.core.runtime import Core
 from pods_api.gateway import formats
 from pods_api.gateway.errors import Code, code_of_number
 
-LIST, GET, WATCH = "ListPods", "GetPod", "WatchPods"
+LIST, GET, WATCH, LOOKUP = "ListPods", "GetPod", "WatchPods", "Lookup"
+# Query parameters that make `GET /v1/pods` a Lookup (by an index) rather than a List.
+LOOKUP_PARAMETERS = ("containerID", "podIP")
 # Where a request carries its call and, for a stream, how the stream ended.
 CALL_KEY = "pods_api.call"
 OUTCOME_KEY = "pods_api.outcome"
 # Pydantic's true words: the typed `watch` parameter validates, this only names the call early.
 _TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
+
+
+def _list_call(request: Request) -> str:
+    if wants_watch(request):
+        return WATCH
+    return LOOKUP if any(p in request.query_params for p in LOOKUP_PARAMETERS) else LIST
 
 
 def wants_watch(request: Request) -> bool:
@@ -43,20 +51,21 @@ def wants_watch(request: Request) -> bool:
 
 
 def call_dependencies(core: Core, call: str | None) -> list[Dependency]:
-    """What a route serving `call` (None: List or Watch, as the request asks) depends on: its
+    """What a route serving `call` (None: List, Watch or Lookup, as the request asks) depends on: its
     name, then its refusal. Raises KeyError for a call the table lacks."""
-    missing = [name for name in ((call,) if call else (LIST, WATCH)) if name not in core.calls.by_name]
+    names = (call,) if call else (LIST, WATCH, LOOKUP)
+    missing = [name for name in names if name not in core.calls.by_name]
     if missing:  # at start-up, not per request
         raise KeyError(f"not in the call table: {', '.join(missing)}")
     return [Depends(name_call(call)), Depends(admission(core))]
 
 
 def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:
-    """A dependency that marks the request as `call` (None: List or Watch, as the request asks).
-    It reads the raw request, so a call with invalid parameters is still counted."""
+    """A dependency that marks the request as `call` (None: List, Watch or Lookup, as the request
+    asks). It reads the raw request, so a call with invalid parameters is still counted."""
 
     async def named(request: Request) -> str:
-        name = call or (WATCH if wants_watch(request) else LIST)
+        name = call or _list_call(request)
         request.scope[CALL_KEY] = name
         return name
 

@@ -22,8 +22,9 @@ from pods_api.gateway.app import create_app
 from pods_api.gateway.rpcs import call_dependencies
 
 COUNT = Call("CountPods", limited=True, gated=True, metric="count")
-# The new call spends tokens like List and Get; enough for the calls made before it runs out.
-BURST = 6
+# The new call spends tokens like List and Get; enough for the calls made before it runs out:
+# twice (gated, then served) once per gRPC service and once over HTTP.
+BURST = 2 * (len(CALLS.services) + 1)
 
 
 def _count_handler(core: Core) -> list[grpc.GenericRpcHandler]:

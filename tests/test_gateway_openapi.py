@@ -94,7 +94,14 @@ def test_the_pod_schema_follows_the_kubernetes_json() -> None:
 
 def test_routes_document_errors_and_the_event_stream() -> None:
     doc = json.loads(COMMITTED.read_text())
-    assert set(doc["paths"]) == {"/v1/pods", "/v1/pods/{uid}", "/healthz", "/readyz", "/metrics"}
+    assert set(doc["paths"]) == {
+        "/v1/pods",
+        "/v1/pods/{uid}",
+        "/v1/namespaces/{namespace}/pods/{name}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    }
     assert all(set(ops) == {"get"} for ops in doc["paths"].values())
     listing = doc["paths"]["/v1/pods"]["get"]
     assert set(listing["responses"]["200"]["content"]) == {
@@ -103,6 +110,12 @@ def test_routes_document_errors_and_the_event_stream() -> None:
         "text/event-stream",
     }
     assert "INITIAL_SYNC_COMPLETE" in listing["responses"]["200"]["description"]
+    parameters = {p["name"] for p in listing["parameters"]}
+    assert {"fields", "labelSelector", "fieldSelector", "containerID", "podIP", "watch"} <= parameters
+    assert "`matches`" in listing["responses"]["200"]["description"]
+    by_name = doc["paths"]["/v1/namespaces/{namespace}/pods/{name}"]["get"]
+    assert {p["name"] for p in by_name["parameters"]} >= {"namespace", "name", "fields"}
+    assert "404" in by_name["responses"]
     assert listing["responses"]["429"]["headers"]["Retry-After"]["schema"] == {"type": "integer"}
     assert listing["responses"]["503"]["content"]["application/json"]["schema"] == {"$ref": SCHEMAS + "Error"}
     for path in doc["paths"].values():
@@ -125,6 +138,11 @@ async def test_every_response_validates_against_the_schema(gateway: Gateway) -> 
     pod_list.validate((await gateway.client.get("/v1/pods")).json())
     pod_list.validate((await gateway.client.get("/v1/pods", params={"fields": "status.phase"})).json())
     pod.validate((await gateway.client.get("/v1/pods/uid-a")).json())
+    found = (await gateway.client.get("/v1/pods", params={"podIP": "10.1.0.7"})).json()
+    assert len(found["items"]) == len(found["matches"]) == 3
+    validator("PodLookupList").validate(found)
+    pod_list.validate(found)  # a PodList reader reads it as one
+    pod_list.validate((await gateway.client.get("/v1/pods", params={"labelSelector": "app=a"})).json())
     error.validate((await gateway.client.get("/v1/pods/nope")).json())
     with pytest.raises(jsonschema.ValidationError):
         pod.validate({"spec": {"containers": [{"ports": [{"containerPort": "80"}]}]}})

@@ -1,8 +1,10 @@
-"""The grpc.aio server: both Pods contracts, the standard health service and reflection."""
+"""The grpc.aio server: both Pods contracts, our PodLookup extension, the standard health service
+and reflection."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -10,12 +12,15 @@ from grpc_health.v1._async import HealthServicer
 
 from pods_api.core.cache import PodCache
 from pods_api.core.calls import Calls
-from pods_api.core.grpc import reflection
+from pods_api.core.grpc import lookup, reflection
 from pods_api.core.grpc.interceptors import AdmissionInterceptor, MetricsInterceptor
 from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, PodsService
 from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.runtime import Core
+
+# What health and reflection name: every service of the API.
+SERVICES = (*(c.value for c in Contract), lookup.SERVICE)
 
 _REQUESTS = {
     Contract.V1ALPHA1: (
@@ -40,24 +45,30 @@ def _handlers(contract: Contract, service: PodsService, calls: Calls) -> grpc.Ge
         "GetPod": grpc.unary_unary_rpc_method_handler(service.get_pod, parser(get_req)),
         "WatchPods": grpc.unary_stream_rpc_method_handler(service.watch_handler(contract), parser(watch_req)),
     }
-    # Every method is in the call table, which says how it is limited, gated and counted.
-    missing = [name for name in handlers if name not in calls.by_name] + (
-        [] if contract.value in calls.services else [contract.value]
-    )
-    if missing:
-        raise KeyError(f"not in the call table: {', '.join(missing)}")
+    _check_table(calls, contract.value, handlers)
     return grpc.method_handlers_generic_handler(contract.value, handlers)
 
 
+def _check_table(calls: Calls, service: str, methods: Iterable[str]) -> None:
+    """Every method is in the call table, which says how it is limited, gated and counted."""
+    missing = [name for name in methods if name not in calls.by_name]
+    missing += [] if service in calls.services else [service]
+    if missing:
+        raise KeyError(f"not in the call table: {', '.join(missing)}")
+
+
 def create_server(core: Core) -> grpc.aio.Server:
-    """The Pods services (both contracts), health and reflection; the caller adds a port."""
+    """The Pods services (both contracts), PodLookup, health and reflection; the caller adds a
+    port."""
     cache = core.cache
     interceptors = [MetricsInterceptor(core.metrics, core.calls), AdmissionInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors)
     service = PodsService(cache, core.streams)
-    server.add_generic_rpc_handlers([_handlers(c, service, core.calls) for c in Contract])
+    extension = lookup.handlers(lookup.LookupService(cache, core.streams))
+    _check_table(core.calls, lookup.SERVICE, lookup.METHODS)
+    server.add_generic_rpc_handlers([*(_handlers(c, service, core.calls) for c in Contract), extension])
     _add_health(server, cache)
-    names = [c.value for c in Contract] + [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+    names = [*SERVICES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
     reflection.enable(names, server)
     return server
 
@@ -67,7 +78,7 @@ def _add_health(server: grpc.aio.Server, cache: PodCache) -> None:
     Pods service; Watch on it tells a client the moment readiness changes."""
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    names = ["", *(c.value for c in Contract)]
+    names = ["", *SERVICES]
     tasks: set[asyncio.Task[None]] = set()
 
     async def publish(ready: bool) -> None:

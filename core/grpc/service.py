@@ -67,7 +67,7 @@ class PodsService:
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         view = await _view(context)
         snapshot = self._cache.snapshot()
-        return snapshot.memo(("grpc-list", view.key), lambda: _list_response(snapshot, view))
+        return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
 
     async def get_pod(
         self, request: pods_v1alpha1_pb2.GetPodRequest, context: grpc.aio.ServicerContext
@@ -90,16 +90,21 @@ class PodsService:
         return watch_pods
 
 
-def _list_response(snapshot: Snapshot, view: View) -> bytes:
+def list_response(snapshot: Snapshot, view: View) -> bytes:
     pods = [pod.masked(view).pb for pod in view.select(snapshot.pods)]
     return pods_v1alpha1_pb2.ListPodsResponse(pods=pods).SerializeToString()
 
 
-async def _view(context: grpc.aio.ServicerContext) -> View:
+def mask_text(context: grpc.aio.ServicerContext) -> str | None:
+    """The call's field mask metadata (None: absent); two values are InvalidArgument."""
     values = [v for k, v in context.invocation_metadata() or () if k == FIELDMASK_METADATA]
     if not values:
-        return View.EVERYTHING
+        return None
     if len(values) > 1:
         raise InvalidArgument(f"{FIELDMASK_METADATA} must have one value, got {len(values)}")
+    return values[0] if isinstance(values[0], str) else values[0].decode()
+
+
+async def _view(context: grpc.aio.ServicerContext) -> View:
     # A FieldMaskError is an InvalidArgument.
-    return View(parse_mask(values[0] if isinstance(values[0], str) else values[0].decode()))
+    return View(parse_mask(mask_text(context)))
