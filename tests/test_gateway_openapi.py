@@ -177,7 +177,14 @@ def test_api_conforms_to_its_schema(case: Any) -> None:
 
 def test_schemathesis_saw_every_route() -> None:
     operations = {op.ok().path for op in api.get_all_operations()}
-    assert operations == {"/v1/pods", "/v1/pods/{uid}", "/healthz", "/readyz", "/metrics"}
+    assert operations == {
+        "/v1/pods",
+        "/v1/pods/{uid}",
+        "/v1/namespaces/{namespace}/pods/{name}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    }
 
 
 @pytest.mark.parametrize("body", [b"{}", orjson.dumps({"kind": "Pod", "metadata": {"name": "x"}})])
