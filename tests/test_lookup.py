@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from nodepods import (
@@ -270,6 +271,19 @@ def test_lookups_take_the_field_mask(http: httpx.Client, stub: Any) -> None:
         stub.Lookup, lookup_pb.LookupRequest(pod_ip="10.244.1.30"), metadata=[(MASK, "status.phse")]
     )
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "phse" in err.details()
+
+
+def test_a_lookup_as_yaml_and_pretty(http: httpx.Client) -> None:
+    params = {"containerID": IDS["checkout/istio-init"], "fields": "status.phase"}
+    r = http.get("/v1/pods", params=params, headers={"Accept": "application/yaml"})
+    assert r.headers["content-type"].startswith("application/yaml")
+    body = yaml.safe_load(r.text)
+    assert [item["metadata"]["uid"] for item in body["items"]] == [uid(CHECKOUT)]
+    assert body["matches"][0]["container"]["kind"] == "initContainer"
+    pretty = http.get("/v1/pods", params={**params, "pretty": "true"})
+    assert "\n" in pretty.text and json.loads(pretty.text) == json.loads(
+        http.get("/v1/pods", params=params).text
+    )
 
 
 # -- what a lookup is -------------------------------------------------------------------------
