@@ -10,6 +10,9 @@
   field mask (`fields="status.phase,status.podIPs"` or a list of paths). Pods are `Pod`
   objects holding the server's exact bytes (`raw`); `message` and `json()` decode on demand.
   The receive limit is raised from gRPC's 4 MiB default, which a list of ~1,000 pods exceeds.
+- On pods-api's socket (its extension; a kubelet answers `Unimplemented`):
+  `lookup(container_id=… | pod_ip=… | namespace=…, name=…)` → `Match(pod, container)`, and
+  `label_selector=`/`field_selector=` on `list` and `watch`.
 - `Informer(client)`: list+watch with reconnects, reconciliation without replay, `synced`,
   `state`, handlers or `async for`.
 - Errors (`pods_api.client.errors`): `NotReady`, `RateLimited`, `NotFound`, `InvalidArgument`,
@@ -36,17 +39,21 @@ from pods_api.client.errors import (
     Unreachable,
 )
 from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
+from pods_api.client.lookup import ContainerKind, Match, MatchedContainer
 
 __all__ = [
     "KUBELET_SOCKET",
     "MAX_RECEIVE_BYTES",
     "Backoff",
     "Client",
+    "ContainerKind",
     "Contract",
     "EventType",
     "Informer",
     "InformerEvent",
     "InvalidArgument",
+    "Match",
+    "MatchedContainer",
     "NotFound",
     "NotReady",
     "PermissionDenied",

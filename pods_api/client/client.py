@@ -1,5 +1,6 @@
 """`Client`: List, Get and Watch over any Pods API socket (the kubelet's, or pods-api's), on
-either contract, with field masks and typed errors.
+either contract, with field masks and typed errors; on pods-api's socket also `lookup` and
+label and field selectors (its extension, pods_api/client/lookup.py).
 
 Pods come back as the server's bytes (`Pod.raw`, the serialized `v1.Pod`, exactly as sent) and
 are decoded only when asked: `Pod.message` (protobuf) or `Pod.json()` (Kubernetes JSON, as
@@ -8,6 +9,7 @@ kubectl prints it).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
@@ -20,8 +22,11 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from pods_api.client.errors import from_rpc_error
+from pods_api.client.lookup import SERVICE as LOOKUP_SERVICE
+from pods_api.client.lookup import Match, lookup_request, matched_container
 from pods_api.core.codec import CodecError, pod_from_message
 from pods_api.core.pb import k8s_core_v1_pb2, pods_v1alpha1_pb2
+from pods_api.core.pb import podsapi_v1_pb2 as lookup_pb
 
 # Where the kubelet (v1.36+) serves its Pods API.
 KUBELET_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock"
@@ -185,14 +190,67 @@ class Client:
         self._watch = self._channel.unary_stream(
             service + "WatchPods", request_serializer=_empty, response_deserializer=frame
         )
+        # pods-api's extension; its watch frames are v1alpha1's whatever the contract.
+        self._lookup = self._channel.unary_unary(
+            LOOKUP_SERVICE + "Lookup",
+            request_serializer=lookup_pb.LookupRequest.SerializeToString,
+            response_deserializer=lookup_pb.LookupResponse.FromString,
+        )
+        self._select = self._channel.unary_unary(
+            LOOKUP_SERVICE + "ListPods",
+            request_serializer=lookup_pb.ListPodsRequest.SerializeToString,
+            response_deserializer=_list_response,
+        )
+        self._select_watch = self._channel.unary_stream(
+            LOOKUP_SERVICE + "WatchPods",
+            request_serializer=lookup_pb.WatchPodsRequest.SerializeToString,
+            response_deserializer=_kubelet_frame,
+        )
 
-    async def list(self, fields: str | Sequence[str] | None = None) -> list[Pod]:
-        """Every pod the server holds (in the server's order: pods-api sorts by UID)."""
+    async def list(
+        self,
+        fields: str | Sequence[str] | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> list[Pod]:
+        """Every pod the server holds (in the server's order: pods-api sorts by UID); with a
+        label or field selector (Kubernetes syntax, pods-api only), the pods they select."""
+        metadata = mask_metadata(fields)
         try:
-            raws: list[bytes] = await self._list(b"", metadata=mask_metadata(fields), timeout=self.timeout)
+            if label_selector or field_selector:
+                request = lookup_pb.ListPodsRequest(
+                    label_selector=label_selector, field_selector=field_selector
+                )
+                raws: list[bytes] = await self._select(request, metadata=metadata, timeout=self.timeout)
+            else:
+                raws = await self._list(b"", metadata=metadata, timeout=self.timeout)
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(self.socket, exc) from None
         return [Pod(raw) for raw in raws]
+
+    async def lookup(
+        self,
+        *,
+        container_id: str | None = None,
+        pod_ip: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        fields: str | Sequence[str] | None = None,
+    ) -> builtins.list[Match]:  # `list` here is the method above
+        """The pods one key names (pods-api only), in UID order; empty when none. The key is
+        exactly one of `container_id` (`containerd://<id>`, the bare ID, or a unique prefix of
+        12+ characters; the match says which container), `pod_ip` (host-network pods share the
+        node's), or `namespace` with `name`. A too short or ambiguous prefix, a malformed IP or an
+        invalid selector raises InvalidArgument naming it; several keys raise ValueError."""
+        request = lookup_request(container_id, pod_ip, namespace, name, label_selector, field_selector)
+        try:
+            response = await self._lookup(request, metadata=mask_metadata(fields), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(self.socket, exc) from None
+        return [Match(Pod(m.pod), matched_container(m)) for m in response.matches]
 
     async def get(self, uid: str, fields: str | Sequence[str] | None = None) -> Pod:
         """One pod by UID; raises NotFound."""
@@ -203,10 +261,22 @@ class Client:
             raise from_rpc_error(self.socket, exc) from None
         return Pod(raw)
 
-    async def watch(self, fields: str | Sequence[str] | None = None) -> AsyncIterator[WatchEvent]:
+    async def watch(
+        self,
+        fields: str | Sequence[str] | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> AsyncIterator[WatchEvent]:
         """ADDED for each existing pod, INITIAL_SYNC_COMPLETE, then live changes, until the
-        server ends the stream (then the iterator raises the typed error, or just stops)."""
-        call = self._watch(b"", metadata=mask_metadata(fields))
+        server ends the stream (then the iterator raises the typed error, or just stops). With a
+        label or field selector (pods-api only), the pods they select: a pod that stops matching
+        comes as DELETED (its last matching state), one that starts matching as ADDED."""
+        if label_selector or field_selector:
+            request = lookup_pb.WatchPodsRequest(label_selector=label_selector, field_selector=field_selector)
+            call = self._select_watch(request, metadata=mask_metadata(fields))
+        else:
+            call = self._watch(b"", metadata=mask_metadata(fields))
         try:
             async for kind, raw in call:
                 if kind not in _EVENT_TYPES:
