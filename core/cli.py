@@ -170,7 +170,13 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # `get pod -n NAMESPACE NAME`, as kubectl takes it: argparse binds the positionals before an
+    # option and leaves a NAME after it over (a long-standing argparse limit): picked up here.
+    if args.command == "get" and args.uid is None and len(extra) == 1 and not extra[0].startswith("-"):
+        args.uid = extra.pop()
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command != "serve":
         raise SystemExit(client_cli.run(args))
     _setup_logging(args.log_level, args.log_format)

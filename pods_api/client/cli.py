@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from pods_api.client import check as checking
 from pods_api.client.client import KUBELET_SOCKET, Client, Contract, Pod
-from pods_api.client.errors import NotReady, PodsAPIError, RateLimited, Unimplemented, Unreachable
+from pods_api.client.errors import NotFound, NotReady, PodsAPIError, RateLimited, Unimplemented, Unreachable
 from pods_api.client.exitcodes import HELP, Exit, for_error
 from pods_api.client.informer import Backoff
 from pods_api.client.output import FORMATS, EventPrinter, Format, render_pod, render_pods
@@ -79,22 +79,55 @@ def add_commands(commands: Any) -> None:
     calls.add_argument(
         "-o", "--output", choices=FORMATS, default="table", help="output format (default table)"
     )
+    # pods-api's extension (podsapi.v1.PodLookup): a kubelet's socket answers Unimplemented.
+    selectors = argparse.ArgumentParser(add_help=False)
+    selectors.add_argument(
+        "-l",
+        "--selector",
+        default="",
+        metavar="SELECTOR",
+        help="only pods whose labels match, e.g. app=web,tier!=db or 'env in (a,b)' (pods-api only)",
+    )
+    selectors.add_argument(
+        "--field-selector",
+        default="",
+        metavar="SELECTOR",
+        help="only pods whose fields match, e.g. status.phase=Running,spec.hostNetwork=true (pods-api only)",
+    )
     shared = {"epilog": HELP, "formatter_class": argparse.RawDescriptionHelpFormatter}
 
     get = commands.add_parser(
         "get",
-        parents=[connection, calls],
+        parents=[connection, calls, selectors],
         help="print pods as kubectl get pods does",
         description="Print every pod (sorted by namespace and name), or the one with UID.",
         **shared,
     )
     get.add_argument("resource", choices=POD_RESOURCES, help="pods (or pod, po)")
-    get.add_argument("uid", nargs="?", help="one pod, by its UID")
+    get.add_argument("uid", nargs="?", help="one pod, by its UID (with -n: by its name)")
+    get.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NAMESPACE",
+        help="with NAME after pod: the pod by namespace and name (pods-api only)",
+    )
+    keys = get.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--container-id",
+        metavar="ID",
+        help="the pods with this container: containerd://<id>, the bare ID, or a unique prefix of "
+        "12+ characters as crictl shows it (pods-api only)",
+    )
+    keys.add_argument(
+        "--pod-ip",
+        metavar="IP",
+        help="the pods with this IP; host-network pods share the node's (pods-api only)",
+    )
     get.set_defaults(run=_get)
 
     watch = commands.add_parser(
         "watch",
-        parents=[connection, calls],
+        parents=[connection, calls, selectors],
         help="print pod events as they come, one line each",
         description="Print ADDED for each pod, then every change as it happens, one line (one YAML "
         "document with -o yaml) per event, flushed at once: for `| while read ...`.",
@@ -145,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
 def _hint(exc: PodsAPIError, args: argparse.Namespace) -> str:
     if isinstance(exc, NotReady | RateLimited) and not getattr(args, "wait", True):
         return " (retry later, or pass --wait)"
+    extension = ("selector", "field_selector", "container_id", "pod_ip", "namespace")
+    if isinstance(exc, Unimplemented) and any(getattr(args, name, None) for name in extension):
+        return " (lookups and selectors are pods-api's extension: a kubelet's socket does not serve them)"
     if isinstance(exc, Unimplemented):
         other = next(name for name in CONTRACTS if name != args.contract)
         return f" (the server does not serve the {args.contract} contract; try --contract {other})"
@@ -176,17 +212,51 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+def _usage(args: argparse.Namespace) -> str | None:
+    """What is wrong with a `get`'s combination of keys, or None."""
+    looked_up = args.container_id is not None or args.pod_ip is not None
+    if args.namespace is not None and args.uid is None:
+        return "-n NAMESPACE needs the pod's NAME (pods-api get pod NAME -n NAMESPACE)"
+    if looked_up and (args.uid is not None or args.namespace is not None):
+        return "--container-id and --pod-ip take no UID, NAME or -n"
+    if args.uid is not None and args.namespace is None and (args.selector or args.field_selector):
+        return "a UID names one pod: -l and --field-selector are for lists and lookups"
+    return None
+
+
 async def _get(args: argparse.Namespace) -> int:
     fmt: Format = args.output
+    wrong = _usage(args)
+    if wrong is not None:
+        print(f"pods-api get: {wrong}", file=sys.stderr)
+        return Exit.USAGE
+    selected = {"label_selector": args.selector, "field_selector": args.field_selector}
     async with _client(args) as client:
-        # The lookups (--container-id, --pod-ip, -n NAMESPACE NAME, -l, --field-selector) plug
-        # in here: each picks one pod or filters the list before it is printed.
+        if args.namespace is not None:  # -n NAMESPACE NAME: one pod, by name
+            namespace, name = args.namespace, args.uid
+            found = await _retrying(
+                args,
+                client,
+                lambda: client.lookup(namespace=namespace, name=name, fields=args.fields, **selected),
+            )
+            if not found:
+                raise NotFound(args.socket, f"pod {namespace}/{name} not found")
+            _print(render_pod(found[0].pod, fmt, datetime.now(UTC)))
+            return Exit.OK
         if args.uid is not None:
             uid: str = args.uid
             pod = await _retrying(args, client, lambda: client.get(uid, fields=args.fields))
             _print(render_pod(pod, fmt, datetime.now(UTC)))
             return Exit.OK
-        pods: list[Pod] = await _retrying(args, client, lambda: client.list(fields=args.fields))
+        pods: list[Pod]
+        if args.container_id is not None or args.pod_ip is not None:
+            key = {"container_id": args.container_id, "pod_ip": args.pod_ip}
+            matches = await _retrying(
+                args, client, lambda: client.lookup(**key, fields=args.fields, **selected)
+            )
+            pods = [match.pod for match in matches]
+        else:
+            pods = await _retrying(args, client, lambda: client.list(args.fields, **selected))
     _print(render_pods(pods, fmt, datetime.now(UTC)))
     return Exit.OK
 
@@ -198,7 +268,9 @@ async def _watch(args: argparse.Namespace) -> int:
         async def first() -> Any:
             # --wait and --timeout cover the stream's opening only: once events flow, it runs
             # until the server ends it, and an error then ends the command.
-            stream = client.watch(fields=args.fields)
+            stream = client.watch(
+                args.fields, label_selector=args.selector, field_selector=args.field_selector
+            )
             try:
                 return stream, await asyncio.wait_for(anext(stream), client.timeout)
             except TimeoutError:
