@@ -4,10 +4,13 @@ example fixtures, so the commands people copy are the commands that work."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -177,6 +180,12 @@ def test_quick_start_curl(server: Served, command: str) -> None:
 
 @pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("pods-api")])
 def test_quick_start_client_commands(server: Served, command: str) -> None:
+    names = sorted(name for _, name in example_names())
+    if " watch " in command:  # follows changes forever: read up to the end of the snapshot
+        lines = until_line(shlex.split(in_run(command.split("#")[0], server)), "INITIAL_SYNC_COMPLETE")
+        assert sorted(lines[:-1]) == [f"ADDED pod/{name}" for name in names]
+        assert lines[-1] == "INITIAL_SYNC_COMPLETE"
+        return
     result = subprocess.run(
         shlex.split(in_run(command, server)), capture_output=True, text=True, timeout=TIMEOUT
     )
@@ -296,3 +305,145 @@ def test_client_commands_print_what_the_readme_shows(tmp_path: Path) -> None:
             expected = 124 if command.startswith("timeout ") else 0  # timeout(1) ended the watch
             assert result.returncode == expected, (command, result.stderr)
             assert _unclocked(result.stdout) == _unclocked(shown), command
+
+
+# -- every shell block: run here, run by a named test, or marked as not runnable ----------------
+
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
+_MARK = re.compile(r"<!-- (not run|run by):? (.*?) -->\s*\Z")
+SHELLS = ("sh", "bash", "shell", "console")
+
+
+def shell_blocks() -> list[tuple[int, str, str | None, str]]:
+    """(line number, body, marker kind or None, marker text) of each shell block of README.md.
+
+    A block is run by `test_readme_shell_block` unless the line before it says otherwise:
+    `<!-- not run: why -->`, or `<!-- run by tests/FILE.py::TEST[, TEST...] -->` (tests that run
+    it with assertions of their own)."""
+    text = (ROOT / "README.md").read_text()
+    blocks = []
+    for fence in _FENCE.finditer(text):
+        if fence.group(1) not in SHELLS:
+            continue
+        mark = _MARK.search(text[: fence.start()].rstrip("\n").rsplit("\n", 1)[-1])
+        line = text.count("\n", 0, fence.start()) + 1
+        kind, note = (mark.group(1), mark.group(2)) if mark else (None, "")
+        blocks.append((line, fence.group(2), kind, note))
+    return blocks
+
+
+def test_readme_shell_blocks_are_all_accounted_for() -> None:
+    """Each block marked as run by a test names a test that exists; each 'not run' says why."""
+    blocks = shell_blocks()
+    assert len(blocks) >= 8
+    for line, _, kind, note in blocks:
+        if kind == "not run":
+            assert len(note) > 10, f"README.md:{line}: say why it is not run"
+        elif kind == "run by":  # tests/FILE.py::TEST[, TEST...]
+            path, _, names = note.partition("::")
+            source = (ROOT / path).read_text()
+            for name in names.split(", "):
+                assert f"def {name}(" in source, f"README.md:{line}: {path}::{name} does not exist"
+
+
+def runnable_blocks() -> list[Any]:
+    return [
+        pytest.param(body, id=f"README.md:{line}")
+        for line, body, kind, _ in shell_blocks()
+        if kind is None
+    ]
+
+
+@pytest.mark.parametrize("body", runnable_blocks())
+def test_readme_shell_block(server: Served, body: str) -> None:
+    """An unmarked block runs as one bash script (`set -euo pipefail`) in a directory where
+    `run/` is a served `--fixtures examples/fixtures --run-dir run` and `examples/` is this
+    repository's; it succeeds, writes no error, and shows the example pods. A block that follows
+    changes (a watch) is read up to INITIAL_SYNC_COMPLETE and then stopped."""
+    cwd = server.run_dir.parent
+    if not (cwd / "examples").exists():
+        (cwd / "examples").symlink_to(ROOT / "examples")
+    proc = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\n" + body],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so the whole pipeline can be stopped at once
+        env={k: v for k, v in os.environ.items() if k != "PODS_API_SOCKET"},
+    )
+    out: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.append(line)
+            if "watch" in body and "INITIAL_SYNC_COMPLETE" in line:
+                os.killpg(proc.pid, signal.SIGTERM)
+                break
+        else:
+            assert proc.wait(timeout=TIMEOUT) == 0, proc.communicate()[1]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    text = "".join(out)
+    assert err == "", err
+    assert any(name in text for _, name in example_names()), text
+
+
+# -- the Node example: npm's @grpc/grpc-js and @grpc/proto-loader, against a real server ---------
+
+NODE_EXAMPLE = ROOT / "examples" / "node"
+
+
+@pytest.fixture(scope="module")
+def node_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/node copied beside the repository's proto/ (as in a checkout), npm-installed."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip("the Node example needs node and npm (apt-get install nodejs npm)")
+    top = tmp_path_factory.mktemp("node")
+    (top / "proto").symlink_to(ROOT / "proto")
+    example = top / "examples" / "node"
+    shutil.copytree(NODE_EXAMPLE, example, ignore=shutil.ignore_patterns("node_modules"))
+    install = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts"],
+        cwd=example,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if install.returncode != 0:  # no registry here: say so, never pass silently
+        pytest.skip("npm install failed (is the npm registry reachable?): " + install.stderr[-500:])
+    return example
+
+
+def test_node_example_lists_and_watches(server: Served, node_example: Path) -> None:
+    lines = until_line(["node", str(node_example / "list_pods.js"), str(server.socket)], "INITIAL_SYNC_COMPLETE")
+    names = sorted(name for _, name in example_names())
+    listed, watched = lines[: len(names)], lines[len(names) : -1]
+    assert sorted(line.split()[1] for line in listed) == names
+    assert all(len(line.split()) == 3 for line in listed)  # namespace, name, the masked phase
+    assert sorted(line.split()[0:3:2] for line in watched) == [["ADDED", name] for name in names]
+    assert lines[-1] == "INITIAL_SYNC_COMPLETE"
+
+
+def test_node_example_names_what_failed(tmp_path: Path, node_example: Path) -> None:
+    """No server: one line naming the socket and the gRPC status, exit 1, no stack trace."""
+    result = subprocess.run(
+        ["node", str(node_example / "list_pods.js"), str(tmp_path / "absent.sock")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"ListPods on {tmp_path / 'absent.sock'}: UNAVAILABLE"), result.stderr
+
+
+def test_the_readme_node_snippet_is_the_example() -> None:
+    """The README's JavaScript is condensed from examples/node/list_pods.js: every line is in it."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"### From Node\.js\n.*?```js\n(.*?)```", text, re.S)
+    assert block is not None, "README.md has no Node snippet"
+    source = {line.strip() for line in (NODE_EXAMPLE / "list_pods.js").read_text().splitlines()}
+    missing = [line for line in block.group(1).splitlines() if line.strip() not in source | {"// ..."}]
+    assert missing == []
