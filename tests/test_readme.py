@@ -348,9 +348,7 @@ def test_readme_shell_blocks_are_all_accounted_for() -> None:
 
 def runnable_blocks() -> list[Any]:
     return [
-        pytest.param(body, id=f"README.md:{line}")
-        for line, body, kind, _ in shell_blocks()
-        if kind is None
+        pytest.param(body, id=f"README.md:{line}") for line, body, kind, _ in shell_blocks() if kind is None
     ]
 
 
@@ -418,7 +416,9 @@ def node_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_node_example_lists_and_watches(server: Served, node_example: Path) -> None:
-    lines = until_line(["node", str(node_example / "list_pods.js"), str(server.socket)], "INITIAL_SYNC_COMPLETE")
+    lines = until_line(
+        ["node", str(node_example / "list_pods.js"), str(server.socket)], "INITIAL_SYNC_COMPLETE"
+    )
     names = sorted(name for _, name in example_names())
     listed, watched = lines[: len(names)], lines[len(names) : -1]
     assert sorted(line.split()[1] for line in listed) == names
