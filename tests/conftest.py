@@ -6,6 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge what the code does, never how fast: a per-example deadline only turns a
+# loaded CI machine into a failure. Examples stay bounded by each test's max_examples.
+settings.register_profile("pods-api", deadline=None)
+settings.load_profile("pods-api")
 
 # The shared reference data sits beside the clone (../shared); a user's clone has none.
 SHARED_K8S = Path(__file__).resolve().parents[2] / "shared" / "k8s"
