@@ -1,9 +1,14 @@
 """A directory of manifest files (or a single file) as a pod source: the machinery that the fixtures
 and the static-pod manifests share.
 
-The whole directory is read again on every change notice (watchfiles) and every `resync` seconds,
-and the complete set of pods goes to `sink.replace`: the cache turns it into events and ignores
-what did not change. A file keeps its last good pods while it cannot be read or decoded, so an
+Work per change is proportional to what changed: a change notice (watchfiles) names the files
+that changed, and only those are looked at; every `resync` seconds (and when the directory itself
+changes) every file is stat'ed again. A file is read again only when its (st_dev, st_ino, st_size,
+st_mtime_ns) changed, and decoded again only when its bytes did (a digest is kept, not the
+bytes). Decoding runs on the event loop in slices of at most DECODE_SLICE_SECONDS, yielding
+between them: the API keeps answering while a big directory is decoded, where a worker thread
+would hold the GIL against the loop. The complete set of pods then goes to `sink.replace`: the
+cache turns it into events and skips unchanged pods at the cost of a lookup each. A file keeps its last good pods while it cannot be read or decoded, so an
 editor's half-written save, a permission mistake or a typo never looks like a deletion. A file
 that is gone (or a directory that is gone) does take its pods with it, as with the kubelet.
 """
@@ -12,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import stat
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -45,25 +53,37 @@ ROOT_CHECK_MS = 5000
 # Listings per scan when files vanish between listing and reading: a rename or two in flight;
 # more than this means constant churn, and the next scan is moments away anyway.
 LIST_ATTEMPTS = 3
+# Decoding time between two yields to the event loop: a 5 KiB YAML pod decodes in about 2 ms,
+# so a slice is a few files, and no request or watch frame waits longer than this for it.
+DECODE_SLICE_SECONDS = 0.010
+# A file modified this recently may be written again within the same mtime tick (coarse kernel
+# timestamps step every few ms) without its stat changing: such a stat is not trusted, and the
+# file is read again (decoded again only if its bytes changed) on the next scan, as git does
+# with "racily clean" entries.
+RACY_NS = 1_000_000_000
 
 # (path, st_dev, st_ino) of each directory watched
 _Roots = tuple[tuple[str, int, int], ...]
+# What says a file is unchanged: (st_dev, st_ino, st_size, st_mtime_ns) of what it resolves to,
+# and for a symlink its own (st_ino, st_mtime_ns), so a retargeted link is seen.
+_StatKey = tuple[int, ...]
 
 
 @dataclass(slots=True)
 class _File:
-    data: bytes | None = None  # the bytes last decoded, good or bad
+    stat: _StatKey | None = None  # of the bytes last decoded; None: read the file next time
+    digest: bytes | None = None  # of the bytes last decoded, good or bad
     pods: list[PodVersion] = field(default_factory=list)  # from the last bytes that decoded
     warnings: list[str] = field(default_factory=list)  # of those bytes
-    decode_error: str | None = None  # why `data` gave no pods; `pods` are older
+    decode_error: str | None = None  # why those bytes gave no pods; `pods` are older
     read_error: str | None = None  # why the file could not be read this time
 
 
 @dataclass(slots=True)
-class _Scan:
-    pods: list[PodVersion] | None  # None: nothing could be listed; serve what was served
-    errors: list[str]
-    warnings: list[str]
+class _Read:
+    origin: str
+    stat: _StatKey | None  # None: do not trust it (racy, or it changed while being read)
+    data: bytes
 
 
 class DirectorySource:
@@ -79,6 +99,8 @@ class DirectorySource:
         self._reporter = Reporter(self.name, on_error)
         self._files: dict[str, _File] = {}
         self._watch_problem: str | None = None
+        # Files named by change notices since the last scan; None: look at every file.
+        self._dirty: set[str] | None = None
 
     # -- what subclasses decide ----------------------------------------------------------------
 
@@ -100,44 +122,39 @@ class DirectorySource:
         try:
             while True:
                 changed.clear()  # before the scan: a change during it makes another scan
-                await self._scan_into(sink)
+                dirty, self._dirty = self._dirty, set()
+                await self._scan_into(sink, dirty)
                 # asyncio.timeout, not wait_for: in 3.11, wait_for loses a cancellation that
                 # arrives as the event is set, and the source would then never stop.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._resync):
                         await changed.wait()
+                if not changed.is_set():
+                    self._dirty = None  # the resync: every file
         finally:
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
 
-    async def _scan_into(self, sink: SourceSink) -> None:
-        # Reading and decoding run in a thread: a slow disk or a big fixture set must not stall
-        # the event loop that serves the API. Scans never overlap, so the state is not shared.
-        # The sink is called back here, on the loop's thread, as it must be.
-        scan = await asyncio.to_thread(self._scan)
-        self._reporter.report(scan.errors, scan.warnings)
-        if scan.pods is not None:
-            sink.replace(scan.pods)
-            sink.mark_synced()
-
-    # -- scanning (in a worker thread) -------------------------------------------------------
-
-    def _scan(self) -> _Scan:
+    async def _scan_into(self, sink: SourceSink, dirty: set[str] | None) -> None:
+        # Listing, stat and reading run in a thread: a slow disk must not stall the event loop.
+        # Decoding, which is CPU and would hold the GIL against the loop from a thread, runs on
+        # the loop in short slices. Scans never overlap, so the state is not shared. The sink is
+        # called here, on the loop's thread, as it must be.
+        errors: list[str] = []
         for _ in range(LIST_ATTEMPTS):
             try:
-                listing, within = self._listing()
+                reads, vanished = await asyncio.to_thread(self._examine, dirty)
             except ManifestError as exc:
-                return _Scan(None, [str(exc)], [])
-            for gone in self._files.keys() - listing.keys():
-                del self._files[gone]
-            vanished = [origin for origin, path in listing.items() if not self._read(origin, path, within)]
+                self._reporter.report([str(exc)])
+                return
+            await self._decode_all(reads)
             if not vanished:
                 break
             # A file went between the listing and the read: renamed, most likely, and the new
             # name is not in this listing. Without a fresh listing, a rename would look like
             # DELETED now and ADDED on the next scan.
-        errors: list[str] = []
+            dirty = None
         warnings: list[str] = []
         for state in self._files.values():
             problem = state.read_error or state.decode_error
@@ -149,7 +166,51 @@ class DirectorySource:
             by_name=self.unique_names,
         )
         self._served(pods)
-        return _Scan(pods, errors + duplicates, warnings)
+        self._reporter.report(errors + duplicates, warnings)
+        sink.replace(pods)
+        sink.mark_synced()
+
+    async def _decode_all(self, reads: list[_Read]) -> None:
+        slice_end = time.monotonic() + DECODE_SLICE_SECONDS
+        for read in reads:
+            state = self._files.get(read.origin)
+            if state is None:
+                continue
+            self._decode_into(state, read)
+            if time.monotonic() >= slice_end:
+                await asyncio.sleep(0)
+                slice_end = time.monotonic() + DECODE_SLICE_SECONDS
+
+    # -- examining (in a worker thread) ----------------------------------------------------------
+
+    def _examine(self, dirty: set[str] | None) -> tuple[list[_Read], bool]:
+        """Read the files that may have changed: every listed file (dirty None) or those named.
+        Returns what to decode, and whether a listed file vanished before it could be read."""
+        within = None
+        if dirty is None or not self._directory():
+            listing, within = self._listing()
+            for gone in self._files.keys() - listing.keys():
+                del self._files[gone]
+            candidates = listing
+        else:
+            within = os.path.realpath(self.path)
+            candidates = {o: Path(o) for o in sorted(dirty) if not self._ignored(os.path.basename(o))}
+        reads: list[_Read] = []
+        vanished = False
+        now = time.time_ns()
+        for origin, path in candidates.items():
+            read = self._read(origin, path, within, now, listed=dirty is None)
+            if read is False:
+                vanished = True
+            elif read is not True:
+                reads.append(read)
+        return reads, vanished
+
+    def _directory(self) -> bool:
+        try:
+            return stat.S_ISDIR(os.stat(self.path).st_mode)
+        except OSError:
+            return False
 
     def _listing(self) -> tuple[dict[str, Path], str | None]:
         """The files to read, by origin (their path as text), and the real path of the directory
@@ -170,33 +231,44 @@ class DirectorySource:
         files = {str(self.path / n): self.path / n for n in names if not self._ignored(n)}
         return files, os.path.realpath(self.path)
 
-    def _read(self, origin: str, path: Path, within: str | None) -> bool:
-        """Read one listed file into its state; False when it is gone since the listing."""
+    def _read(self, origin: str, path: Path, within: str | None, now: int, *, listed: bool) -> _Read | bool:
+        """Look at one file: True when there is nothing to decode (unchanged, or unreadable:
+        the state says why), False when a listed file is gone since the listing, else its
+        bytes to decode."""
+        key = _stat_key(path, now)
+        state = self._files.get(origin)
+        if key is not None and state is not None and key == state.stat and state.read_error is None:
+            return True
         state = self._files.setdefault(origin, _File())
         try:
             data = read_manifest(path, within=within)
         except ManifestError as exc:
-            state.read_error = str(exc)
+            state.read_error, state.stat = str(exc), None
             return True
         state.read_error = None
         if data is None:
             del self._files[origin]
-            return False
-        if data != state.data:
-            self._decode_into(state, origin, data)
-        return True
+            return not listed  # a file named by a notice and gone is simply deleted
+        if key is not None and _stat_key(path, now) != key:
+            key = None  # written while being read: look again next time
+        return _Read(origin, key, data)
 
-    def _decode_into(self, state: _File, origin: str, data: bytes) -> None:
-        warnings: list[str] = []
-        # `data` is recorded only once decoding ends (an unexpected exception leaves the state
-        # as it was): a restarted source then decodes these bytes again instead of taking them
-        # for bytes already decoded.
-        try:
-            pods = self._decode(origin, data, warnings)
-        except ManifestError as exc:
-            state.data, state.decode_error = data, str(exc)  # the pods from earlier bytes stay
+    def _decode_into(self, state: _File, read: _Read) -> None:
+        digest = hashlib.blake2b(read.data, digest_size=16).digest()
+        if digest == state.digest:
+            state.stat = read.stat  # touched, or the same bytes written again
             return
-        state.data, state.pods, state.warnings, state.decode_error = data, pods, warnings, None
+        warnings: list[str] = []
+        # The digest is recorded only once decoding ends (an unexpected exception leaves the
+        # state as it was): a restarted source then decodes these bytes again instead of taking
+        # them for bytes already decoded.
+        try:
+            pods = self._decode(read.origin, read.data, warnings)
+        except ManifestError as exc:
+            state.stat, state.digest, state.decode_error = read.stat, digest, str(exc)  # earlier pods stay
+            return
+        state.stat, state.digest = read.stat, digest
+        state.pods, state.warnings, state.decode_error = pods, warnings, None
 
     # -- watching ------------------------------------------------------------------------------
 
@@ -205,7 +277,8 @@ class DirectorySource:
         replaced. Without notices (no inotify, watch limit reached) the resync still relists."""
         while True:
             roots = _watch_roots(self.path)
-            changed.set()  # whatever happened before this watch began, a scan now sees it
+            self._dirty = None  # whatever happened before this watch began, a scan now sees it
+            changed.set()
             try:
                 await self._follow(roots, changed)
             except Exception as exc:
@@ -229,12 +302,43 @@ class DirectorySource:
             rust_timeout=ROOT_CHECK_MS,
             yield_on_timeout=True,
         )
+        directory = os.path.abspath(self.path)
         async with contextlib.aclosing(batches):
             async for batch in batches:
                 if batch:
+                    self._note(batch, directory)
                     changed.set()
                 if _watch_roots(self.path) != roots:
                     return
+
+    def _note(self, batch: Iterable[tuple[object, str]], directory: str) -> None:
+        """Remember which files a batch of notices names. Anything but a file directly in the
+        directory (the directory itself, an ancestor, a ConfigMap-style `..data` swap that
+        retargets every file at once) means every file is looked at again."""
+        if self._dirty is None:
+            return
+        for _, changed in batch:
+            parent, name = os.path.split(os.path.abspath(changed))
+            if parent != directory or name.startswith(".."):
+                self._dirty = None
+                return
+            self._dirty.add(str(self.path / name))
+
+
+def _stat_key(path: Path, now: int) -> _StatKey | None:
+    """What says the file is unchanged since it was last read; None when it cannot be told (it
+    is gone, cannot be stat'ed, or was modified too recently to trust its mtime)."""
+    try:
+        info = os.stat(path)
+        link = os.lstat(path)
+    except OSError:
+        return None
+    if now - info.st_mtime_ns < RACY_NS or now - link.st_mtime_ns < RACY_NS:
+        return None
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if stat.S_ISLNK(link.st_mode):
+        key += (link.st_ino, link.st_mtime_ns)
+    return key
 
 
 def _watch_roots(path: Path) -> _Roots:

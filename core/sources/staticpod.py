@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Collection
 from typing import Any
+from collections.abc import Collection
 
-import orjson
-
+from pods_api.core.codec import CodecError, pod_to_message
+from pods_api.core.pb import k8s_core_v1_pb2
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources.loader import ManifestError, decode_pod, locate
+from pods_api.core.sources.loader import ManifestError, locate
 
 CONFIG_HASH = "kubernetes.io/config.hash"
 CONFIG_SOURCE = "kubernetes.io/config.source"
@@ -52,50 +52,53 @@ class StaticPodRules:
         self, obj: dict[str, Any], where: str, origin: str, source_id: str, warnings: list[str]
     ) -> PodVersion:
         """The pod as the kubelet would run it; raises ManifestError. `source_id` (a file's path
-        or the URL) goes into a generated uid."""
-        base = decode_pod(obj, where, origin, warnings)
-        problems = validate_static_pod(base.json, self.node_name)
+        or the URL) goes into a generated uid. The object is decoded once, the rules change the
+        message, and it is encoded once."""
+        try:
+            decoded = pod_to_message(obj)
+        except CodecError as exc:
+            raise ManifestError(origin, locate(where, str(exc))) from None
+        warnings += [f"{origin}: {locate(where, w)}" for w in decoded.warnings]
+        pod = decoded.message
+        problems = validate_static_pod(pod, self.node_name)
         if problems:
             raise ManifestError(origin, locate(where, "invalid pod: " + "; ".join(problems)))
-        uid = base.uid or self._generate_uid(base, source_id)
-        pod = orjson.loads(base.json_bytes)  # a private copy: base.json is shared
+        uid = pod.metadata.uid or self._generate_uid(pod, source_id)
         self._apply_defaults(pod, uid)
-        return PodVersion.from_json(pod)
+        return PodVersion.from_message(pod)
 
     def retain(self, uids: Collection[str]) -> None:
         """Forget when pods no longer served were first seen: if one comes back it is new."""
         self._seen = {uid: seen for uid, seen in self._seen.items() if uid in uids}
 
-    def _generate_uid(self, pod: PodVersion, source_id: str) -> str:
+    def _generate_uid(self, pod: k8s_core_v1_pb2.Pod, source_id: str) -> str:
         # The kubelet: a hash of the decoded pod, then "host:<node>file:<path>" or "url:<url>".
         # Its hash is over Go's in-memory dump of the pod, which cannot be reproduced here; this
-        # is over the canonical JSON, so it is as stable and as sensitive to changes. Where the
-        # kubelet's uid is known (a mirror, the kubelet's /pods), the cache's identity policy
-        # matches the pods by name and serves the kubelet's.
+        # is over the pod's deterministic protobuf encoding, so it is as stable and as sensitive
+        # to changes. Where the kubelet's uid is known (a mirror, the kubelet's /pods), the
+        # cache's identity policy matches the pods by name and serves the kubelet's.
         hasher = hashlib.md5(usedforsecurity=False)
-        hasher.update(pod.json_bytes)
+        hasher.update(pod.SerializeToString(deterministic=True))
         if self.config_source == "file":
             hasher.update(f"host:{self.node_name}file:{source_id}".encode())
         else:
             hasher.update(f"url:{source_id}".encode())
         return hasher.hexdigest()
 
-    def _apply_defaults(self, pod: dict[str, Any], uid: str) -> None:
-        meta = pod.setdefault("metadata", {})
-        meta["uid"] = uid
-        meta["name"] = static_pod_name(meta["name"], self.node_name)
-        if not meta.get("namespace"):
-            meta["namespace"] = "default"
-        spec = pod.setdefault("spec", {})
-        spec["nodeName"] = self.node_name
-        annotations = meta.setdefault("annotations", {})
-        annotations[CONFIG_HASH] = uid
-        annotations[CONFIG_SOURCE] = self.config_source
+    def _apply_defaults(self, pod: k8s_core_v1_pb2.Pod, uid: str) -> None:
+        meta, spec = pod.metadata, pod.spec
+        meta.uid = uid
+        meta.name = static_pod_name(meta.name, self.node_name)
+        if not meta.namespace:
+            meta.namespace = "default"
+        spec.nodeName = self.node_name
+        meta.annotations[CONFIG_HASH] = uid
+        meta.annotations[CONFIG_SOURCE] = self.config_source
         # Kept per uid: a fresh time on every resync would make every resync a MODIFIED.
-        annotations[CONFIG_SEEN] = self._seen.setdefault(uid, _rfc3339_nano(time.time_ns()))
+        meta.annotations[CONFIG_SEEN] = self._seen.setdefault(uid, _rfc3339_nano(time.time_ns()))
         if self.config_source == "file":
             _add_or_update_toleration(spec, _NO_EXECUTE_TOLERATION)
-        pod.setdefault("status", {})["phase"] = "Pending"
+        pod.status.phase = "Pending"
 
 
 def static_pod_name(name: str, node_name: str) -> str:
@@ -103,25 +106,24 @@ def static_pod_name(name: str, node_name: str) -> str:
     return f"{name}-{node_name.lower()}"
 
 
-def validate_static_pod(pod: dict[str, Any], node_name: str) -> list[str]:
+def validate_static_pod(pod: k8s_core_v1_pb2.Pod, node_name: str) -> list[str]:
     """What kubelet admission (ValidatePodCreate) would reject, for the mistakes people make in a
-    manifest; `pod` is canonical JSON (types already checked by the codec)."""
-    meta, spec = pod.get("metadata", {}), pod.get("spec", {})
-    problems = _name_problems(meta, node_name)
-    if not spec.get("containers"):
+    manifest; `pod` is decoded (types already checked by the codec)."""
+    spec = pod.spec
+    problems = _name_problems(pod.metadata.name, pod.metadata.namespace, node_name)
+    if not spec.containers:
         problems.append("spec.containers: at least one container is required")
-    if spec.get("ephemeralContainers"):
+    if spec.ephemeralContainers:
         problems.append("spec.ephemeralContainers: cannot be set on create")
     names: set[str] = set()
-    for group in ("initContainers", "containers"):
-        for i, container in enumerate(spec.get(group, [])):
-            problems += _container_problems(container, f"spec.{group}[{i}]", names)
+    for group, containers in (("initContainers", spec.initContainers), ("containers", spec.containers)):
+        for i, container in enumerate(containers):
+            problems += _container_problems(container.name, container.image, f"spec.{group}[{i}]", names)
     return problems
 
 
-def _name_problems(meta: dict[str, Any], node_name: str) -> list[str]:
+def _name_problems(name: str, namespace: str, node_name: str) -> list[str]:
     problems = []
-    name, namespace = meta.get("name", ""), meta.get("namespace", "")
     if not name:
         problems.append("metadata.name is required")
     else:
@@ -135,9 +137,8 @@ def _name_problems(meta: dict[str, Any], node_name: str) -> list[str]:
     return problems
 
 
-def _container_problems(container: dict[str, Any], at: str, names: set[str]) -> list[str]:
+def _container_problems(name: str, image: str, at: str, names: set[str]) -> list[str]:
     problems = []
-    name = container.get("name", "")
     if not name:
         problems.append(f"{at}.name is required")
     elif len(name) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(name):
@@ -145,23 +146,25 @@ def _container_problems(container: dict[str, Any], at: str, names: set[str]) -> 
     elif name in names:
         problems.append(f"{at}.name: duplicate container name {name!r}")
     names.add(name)
-    if not container.get("image"):
+    if not image:
         problems.append(f"{at}.image is required")
     return problems
 
 
-def _add_or_update_toleration(spec: dict[str, Any], toleration: dict[str, str]) -> None:
+_TOLERATION_IDENTITY = ("key", "operator", "value", "effect")
+
+
+def _add_or_update_toleration(spec: k8s_core_v1_pb2.PodSpec, toleration: dict[str, str]) -> None:
     """The kubelet's AddOrUpdateTolerationInPod: one with the same key, operator, value and effect
     is replaced; otherwise it is appended."""
-
-    def same(t: dict[str, Any]) -> bool:
-        return all(t.get(k, "") == toleration.get(k, "") for k in ("key", "operator", "value", "effect"))
-
-    tolerations = spec.get("tolerations", [])
-    if any(same(t) for t in tolerations):
-        spec["tolerations"] = [dict(toleration) if same(t) else t for t in tolerations]
-    else:
-        spec["tolerations"] = [*tolerations, dict(toleration)]
+    found = False
+    for existing in spec.tolerations:
+        if all(getattr(existing, k) == toleration.get(k, "") for k in _TOLERATION_IDENTITY):
+            existing.Clear()
+            existing.MergeFrom(k8s_core_v1_pb2.Toleration(**toleration))
+            found = True
+    if not found:
+        spec.tolerations.append(k8s_core_v1_pb2.Toleration(**toleration))
 
 
 def _rfc3339_nano(ns: int) -> str:
