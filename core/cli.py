@@ -28,6 +28,7 @@ from pods_api.core.config import (
     DEFAULT_MAX_WATCHERS,
     DEFAULT_SOCKET,
     DEFAULT_WATCH_BUFFER,
+    DEFAULT_WATCH_GRACE,
     HTTP_SOCKET_NAME,
     Config,
 )
@@ -93,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"events a watcher may fall behind before it is cut off (default {DEFAULT_WATCH_BUFFER})",
     )
     add(
+        "--watch-grace",
+        type=_non_negative,
+        default=DEFAULT_WATCH_GRACE,
+        metavar="SECONDS",
+        help="time a watcher over --watch-buffer has to catch up before it is cut off; it may "
+        f"queue up to 4x the buffer meanwhile (default {DEFAULT_WATCH_GRACE:g}; 0: cut off at once)",
+    )
+    add(
         "--max-watchers",
         type=_positive_int,
         default=DEFAULT_MAX_WATCHERS,
@@ -150,6 +159,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         qps=args.qps,
         burst=args.burst,
         watch_buffer=args.watch_buffer,
+        watch_grace=args.watch_grace,
         max_watchers=args.max_watchers,
         metrics_listen=args.metrics_listen,
         ready_delay=args.ready_delay,

@@ -17,6 +17,8 @@ BRIDGE_SOCKET = Path("/run/pods-api/pods-api.sock")
 HTTP_SOCKET_NAME = "pods-api-http.sock"
 # The kubelet's watch channel depth: a watcher this many events behind is cut off.
 DEFAULT_WATCH_BUFFER = 100
+# Seconds a watcher over --watch-buffer has to catch up before it is cut off (core/watch.py).
+DEFAULT_WATCH_GRACE = 2.0
 # Each watch holds a queue and a task; beyond this a node agent is leaking watches.
 DEFAULT_MAX_WATCHERS = 1000
 
@@ -32,6 +34,7 @@ class Config:
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     watch_buffer: int = DEFAULT_WATCH_BUFFER
+    watch_grace: float = DEFAULT_WATCH_GRACE
     max_watchers: int = DEFAULT_MAX_WATCHERS
     metrics_listen: str | None = None
     ready_delay: float = 0.0

@@ -28,7 +28,7 @@ class Core:
 
 
 def build_core(config: Config, calls: Calls = CALLS) -> Core:
-    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers)
+    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers, grace=config.watch_grace)
     cache = PodCache(hub)
     metrics = Metrics(cache, calls)
     hub.on_drop = metrics.watch_events_dropped.inc

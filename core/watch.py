@@ -3,15 +3,23 @@
 A watcher that falls behind is cut off (its queue would otherwise grow without bound, or make
 every other watcher wait): the client lists and watches again, as with the kubelet.
 
-"Behind" is judged when a change arrives: a watcher that still holds `capacity` undelivered
-events is cut off; otherwise it takes the whole change. So one change that touches many pods at
-once (a relist, a PodList file rewritten) never cuts off a watcher that was keeping up, and a
-queue holds at most capacity - 1 events plus one change.
+"Behind" is judged when a change arrives: a watcher that holds `capacity` undelivered events is
+over. One change that touches many pods at once (a relist, a PodList file rewritten) is always
+taken whole by a watcher that is not over, so it never cuts off a watcher that was keeping up.
+A watcher that is over is given `grace` seconds to get back under `capacity`, as the API
+server's watch cache gives a full watcher a time budget: a burst faster than the client reads
+(a rollout, a relist of a big node) passes, a client that keeps up on average is never cut
+off. It is cut off when it is still over once the grace ends (a timer, so a stalled client is
+cut off even when nothing more is published), or at once when its queue reaches
+`BURST_FACTOR * capacity` events, which bounds memory. Queued events share the cache's pod
+versions, so a queue costs a pointer per event, not the pods' bytes. With `grace` 0 the rule is
+the kubelet's: over at a change is cut off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +27,14 @@ from enum import IntEnum
 
 from pods_api.core.pod import PodVersion
 from pods_api.core.status import Code, ResourceExhausted, StatusError
+
+
+# A watcher over capacity may queue up to this many times its capacity while in its grace: the
+# bound on memory a burst can take (with the default capacity of 100, 400 pointers).
+BURST_FACTOR = 4
+# Seconds a watcher over capacity has to get back under it: a burst of a few thousand events
+# drains in well under a second into a reading client, and a stalled one is cut off soon after.
+DEFAULT_GRACE = 2.0
 
 
 class EventType(IntEnum):
@@ -63,12 +79,15 @@ class TooManyWatchers(ResourceExhausted):
 
 
 class Watcher:
-    def __init__(self, hub: WatchHub, capacity: int) -> None:
+    def __init__(self, hub: WatchHub, capacity: int, grace: float) -> None:
         self._hub = hub
         self._capacity = capacity
+        self._grace = grace
+        self._limit = capacity * BURST_FACTOR if grace > 0 else capacity
         self._queue: deque[PodEvent] = deque()
         self._wakeup = asyncio.Event()
         self._ended: WatchEnded | None = None
+        self._over_since: float | None = None  # when it went over capacity, while it is
 
     async def get(self) -> PodEvent:
         """The next event; raises WatchEnded when the watch is over."""
@@ -77,7 +96,10 @@ class Watcher:
                 raise self._ended
             self._wakeup.clear()
             await self._wakeup.wait()
-        return self._queue.popleft()
+        event = self._queue.popleft()
+        if self._over_since is not None and len(self._queue) < self._capacity:
+            self._over_since = None  # back under: the burst passed
+        return event
 
     def close(self) -> None:
         self._hub._watchers.discard(self)
@@ -86,10 +108,34 @@ class Watcher:
         if self._ended is not None:
             return
         if len(self._queue) >= self._capacity:
-            self._end(FellBehind(dropped=len(self._queue) + len(events)))
-            return
+            now = time.monotonic()
+            if self._over_since is None and self._grace > 0:
+                self._over_since = now
+                self._check_later()
+            elif self._over_since is None or now - self._over_since >= self._grace:
+                self._fell_behind(len(events))
+                return
+            if len(self._queue) + len(events) > self._limit:
+                self._fell_behind(len(events))
+                return
         self._queue.extend(events)
         self._wakeup.set()
+
+    def _check_later(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous caller): judged at the next change instead
+        loop.call_later(self._grace, self._check)
+
+    def _check(self) -> None:
+        """The grace is over: still over capacity is cut off."""
+        over = self._over_since
+        if self._ended is None and over is not None and time.monotonic() - over >= self._grace:
+            self._fell_behind(0)
+
+    def _fell_behind(self, arriving: int) -> None:
+        self._end(FellBehind(dropped=len(self._queue) + arriving))
 
     def _end(self, reason: WatchEnded) -> None:
         self._queue.clear()
@@ -107,8 +153,9 @@ class Watcher:
 
 
 class WatchHub:
-    def __init__(self, *, capacity: int, max_watchers: int) -> None:
+    def __init__(self, *, capacity: int, max_watchers: int, grace: float = 0.0) -> None:
         self.capacity = capacity
+        self.grace = grace
         self.max_watchers = max_watchers
         # Told how many events a cut-off watcher lost; the server points it at a metric.
         self.on_drop: Callable[[int], None] = lambda dropped: None
@@ -124,7 +171,7 @@ class WatchHub:
             raise ServerStopping()
         if len(self._watchers) >= self.max_watchers:
             raise TooManyWatchers(f"{self.max_watchers} watches are open; the limit is reached")
-        watcher = Watcher(self, self.capacity)
+        watcher = Watcher(self, self.capacity, self.grace)
         self._watchers.add(watcher)
         return watcher
 

@@ -189,6 +189,59 @@ async def test_a_watcher_behind_by_capacity_is_cut_off_and_the_loss_counted() ->
     assert drain(fast) == [(EventType.MODIFIED, "0")]
 
 
+def grace_cache(capacity: int, grace: float) -> tuple[PodCache, asyncio.Future[int]]:
+    cut_off: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    hub = WatchHub(capacity=capacity, max_watchers=10, grace=grace)
+    hub.on_drop = lambda dropped: cut_off.done() or cut_off.set_result(dropped)
+    return PodCache(hub), cut_off
+
+
+async def test_a_watcher_over_capacity_that_catches_up_within_its_grace_loses_nothing() -> None:
+    cache, cut_off = grace_cache(capacity=2, grace=60)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod(str(i)) for i in range(5)])  # 5 >= 2: over from the next change on
+    sink.upsert(pod("0", "Failed"))  # over, but in its grace: queued, not cut off
+    sink.upsert(pod("1", "Failed"))
+    got = [(e.type, e.pod.uid) for e in [await watcher.get() for _ in range(7)]]
+    assert got == [(EventType.ADDED, str(i)) for i in range(5)] + [
+        (EventType.MODIFIED, "0"),
+        (EventType.MODIFIED, "1"),
+    ]
+    # Caught up: the next burst gets a grace of its own.
+    sink.replace([pod(str(i), "Pending") for i in range(5)])
+    sink.upsert(pod("0", "Succeeded"))
+    assert len([await watcher.get() for _ in range(6)]) == 6
+    assert not cut_off.done() and len(cache.hub) == 1
+
+
+async def test_a_burst_beyond_the_grace_bound_is_cut_off_at_once() -> None:
+    cache, cut_off = grace_cache(capacity=2, grace=60)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod(str(i)) for i in range(5)])
+    sink.upsert(pod("0", "Failed"))  # 6 queued: within 4 x capacity
+    sink.upsert(pod("1", "Failed"))  # 7
+    sink.upsert(pod("2", "Failed"))  # 8: the bound
+    assert not cut_off.done()
+    sink.upsert(pod("3", "Failed"))  # 9 > 8: memory is bounded, grace or not
+    assert cut_off.result() == 9
+    with pytest.raises(FellBehind):
+        await watcher.get()
+
+
+async def test_a_stalled_watcher_is_cut_off_when_its_grace_ends_with_nothing_more_published() -> None:
+    cache, cut_off = grace_cache(capacity=2, grace=0.05)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod(str(i)) for i in range(3)])
+    sink.upsert(pod("0", "Failed"))  # over: the grace starts, and nothing comes after
+    assert await asyncio.wait_for(cut_off, 10) == 4
+    assert len(cache.hub) == 0
+    with pytest.raises(FellBehind):
+        await watcher.get()
+
+
 async def test_watcher_limit_and_stop() -> None:
     cache, _ = new_cache(max_watchers=1)
     _, watcher = cache.watch()
