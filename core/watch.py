@@ -28,7 +28,6 @@ from enum import IntEnum
 from pods_api.core.pod import PodVersion
 from pods_api.core.status import Code, ResourceExhausted, StatusError
 
-
 # A watcher over capacity may queue up to this many times its capacity while in its grace: the
 # bound on memory a burst can take (with the default capacity of 100, 400 pointers).
 BURST_FACTOR = 4

@@ -8,8 +8,9 @@ st_mtime_ns) changed, and decoded again only when its bytes did (a digest is kep
 bytes). Decoding runs on the event loop in slices of at most DECODE_SLICE_SECONDS, yielding
 between them: the API keeps answering while a big directory is decoded, where a worker thread
 would hold the GIL against the loop. The complete set of pods then goes to `sink.replace`: the
-cache turns it into events and skips unchanged pods at the cost of a lookup each. A file keeps its last good pods while it cannot be read or decoded, so an
-editor's half-written save, a permission mistake or a typo never looks like a deletion. A file
+cache turns it into events and skips unchanged pods at the cost of a lookup each.
+A file keeps its last good pods while it cannot be read or decoded, so an editor's half-written
+save, a permission mistake or a typo never looks like a deletion. A file
 that is gone (or a directory that is gone) does take its pods with it, as with the kubelet.
 """
 
@@ -95,6 +96,7 @@ class DirectorySource:
 
     def __init__(self, path: Path, *, resync: float, on_error: ErrorCounter | None) -> None:
         self.path = path
+        self._absolute = os.path.abspath(path)  # how change notices name it
         self._resync = resync
         self._reporter = Reporter(self.name, on_error)
         self._files: dict[str, _File] = {}
@@ -302,7 +304,7 @@ class DirectorySource:
             rust_timeout=ROOT_CHECK_MS,
             yield_on_timeout=True,
         )
-        directory = os.path.abspath(self.path)
+        directory = self._absolute
         async with contextlib.aclosing(batches):
             async for batch in batches:
                 if batch:
@@ -335,7 +337,7 @@ def _stat_key(path: Path, now: int) -> _StatKey | None:
         return None
     if now - info.st_mtime_ns < RACY_NS or now - link.st_mtime_ns < RACY_NS:
         return None
-    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    key: _StatKey = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     if stat.S_ISLNK(link.st_mode):
         key += (link.st_ino, link.st_mtime_ns)
     return key

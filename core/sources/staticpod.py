@@ -19,8 +19,8 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from typing import Any
 from collections.abc import Collection
+from typing import Any
 
 from pods_api.core.codec import CodecError, pod_to_message
 from pods_api.core.pb import k8s_core_v1_pb2
@@ -37,7 +37,7 @@ _DNS_LABEL_MAX = 63
 _DNS_SUBDOMAIN_MAX = 253
 
 # Static pods must survive node problems: the kubelet adds this toleration to every file pod.
-_NO_EXECUTE_TOLERATION = {"operator": "Exists", "effect": "NoExecute"}
+_NO_EXECUTE_TOLERATION = k8s_core_v1_pb2.Toleration(operator="Exists", effect="NoExecute")
 
 
 class StaticPodRules:
@@ -154,17 +154,16 @@ def _container_problems(name: str, image: str, at: str, names: set[str]) -> list
 _TOLERATION_IDENTITY = ("key", "operator", "value", "effect")
 
 
-def _add_or_update_toleration(spec: k8s_core_v1_pb2.PodSpec, toleration: dict[str, str]) -> None:
+def _add_or_update_toleration(spec: k8s_core_v1_pb2.PodSpec, toleration: k8s_core_v1_pb2.Toleration) -> None:
     """The kubelet's AddOrUpdateTolerationInPod: one with the same key, operator, value and effect
     is replaced; otherwise it is appended."""
     found = False
     for existing in spec.tolerations:
-        if all(getattr(existing, k) == toleration.get(k, "") for k in _TOLERATION_IDENTITY):
-            existing.Clear()
-            existing.MergeFrom(k8s_core_v1_pb2.Toleration(**toleration))
+        if all(getattr(existing, k) == getattr(toleration, k) for k in _TOLERATION_IDENTITY):
+            existing.CopyFrom(toleration)
             found = True
     if not found:
-        spec.tolerations.append(k8s_core_v1_pb2.Toleration(**toleration))
+        spec.tolerations.append(toleration)
 
 
 def _rfc3339_nano(ns: int) -> str:
