@@ -359,7 +359,7 @@ class PodCache:
             key = (sink.name, pod.uid)
             served_as = sink.served_as.get(pod.uid)
             old = self._claims[served_as][key] if served_as is not None else None
-            if old is not None and old.pod.pb == pod.pb:
+            if old is not None and old.pod.framed == pod.framed:
                 continue
             order = old.order if old is not None else next(self._claim_order)
             new = Contribution(sink.name, pod, order, sink.configures_static_pods)
@@ -431,7 +431,7 @@ class PodCache:
             del self._served[uid]
             self._reindex(uid, old.pod, None)
             return [self._event(EventType.DELETED, old.pod, None)]
-        if old is not None and old.pod.pb == served.pod.pb:
+        if old is not None and old.pod.framed == served.pod.framed:
             # Same bytes: keep the old object, and the encodings memoised on it.
             self._served[uid] = Served(old.pod, served.owner, served.refused)
             return []

@@ -1,4 +1,12 @@
-"""One version of one pod, encoded once: every List, Get and watcher reuses these bytes."""
+"""One version of one pod, encoded once: every List, Get and watcher reuses these bytes.
+
+A version keeps only what is served and what is needed to diff: its protobuf bytes, already
+framed as field 1 of a message (`0x0a <varint length> <pb>`: a GetPodResponse as it is, and a
+ListPodsResponse is the concatenation of its pods' framed bytes), and its compact Kubernetes
+JSON. The protobuf message and the JSON dict tree (together ~4x the bytes) are made again from
+those bytes when something needs them (a new mask, a selector, the identity policy, an index),
+which is once per version and reader, never per request.
+"""
 
 from __future__ import annotations
 
@@ -18,47 +26,81 @@ from pods_api.core.view import View
 # client cycling through masks from holding memory per pod.
 MASKED_PER_POD = 8
 
+# The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
+_FIELD_1 = b"\x0a"
 
-@dataclass(frozen=True, slots=True)
-class Masked:
-    pb: bytes
-    json: dict[str, Any]
-    json_bytes: bytes
+
+def frame(pb: bytes) -> bytes:
+    """`pb` as field 1 of a message: its tag, its length as a varint, then the bytes."""
+    size = len(pb)
+    head = bytearray(_FIELD_1)
+    while size > 0x7F:
+        head.append((size & 0x7F) | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + pb
 
 
 @dataclass(eq=False, slots=True)
-class PodVersion:
-    """A pod as stored: its message, protobuf bytes and Kubernetes JSON, made once.
+class Masked:
+    """A pod's encoding as one mask shows it (or unmasked): framed protobuf and compact JSON."""
+
+    framed: bytes  # `0x0a <varint len> <pb>`
+    json_bytes: bytes
+
+    @classmethod
+    def of(cls, pb: bytes, json_bytes: bytes) -> Masked:
+        return cls(frame(pb), json_bytes)
+
+    @property
+    def pb(self) -> bytes:
+        """The protobuf bytes alone (a copy; the framed form is what is kept)."""
+        framed = self.framed
+        start = 2
+        while framed[start - 1] & 0x80:
+            start += 1
+        return framed[start:]
+
+    @property
+    def get_response(self) -> bytes:
+        """A GetPodResponse carrying this pod, as protobuf serializes it (empty bytes omitted)."""
+        return self.framed if len(self.framed) > 2 else b""
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The Kubernetes JSON as a new dict tree, decoded from `json_bytes` on each call: the
+        caller may keep or change it."""
+        value: dict[str, Any] = orjson.loads(self.json_bytes)
+        return value
+
+
+@dataclass(eq=False, slots=True)
+class PodVersion(Masked):
+    """A pod as stored: its framed protobuf bytes and Kubernetes JSON, made once.
 
     Treat every attribute as read-only: the same object is shared by every reader.
     """
 
-    message: k8s_core_v1_pb2.Pod
-    pb: bytes
-    json: dict[str, Any]
-    json_bytes: bytes
-    _masked: LRU[str, Masked] = field(default_factory=lambda: LRU(MASKED_PER_POD), repr=False)
-    _whole: Masked = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._whole = Masked(self.pb, self.json, self.json_bytes)
+    uid: str = ""
+    name: str = ""
+    namespace: str = ""
+    _masked: LRU[str, Masked] | None = field(default=None, repr=False)
 
     @property
-    def uid(self) -> str:
-        return self.message.metadata.uid
-
-    @property
-    def name(self) -> str:
-        return self.message.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.message.metadata.namespace
+    def message(self) -> k8s_core_v1_pb2.Pod:
+        """The protobuf message, parsed again from the bytes (a few µs) on each call."""
+        return k8s_core_v1_pb2.Pod.FromString(self.pb)
 
     @classmethod
     def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:
-        pod_json = pod_from_message(message)
-        return cls(message, message.SerializeToString(deterministic=True), pod_json, orjson.dumps(pod_json))
+        meta = message.metadata
+        return cls(
+            frame(message.SerializeToString(deterministic=True)),
+            orjson.dumps(pod_from_message(message)),
+            meta.uid,
+            meta.name,
+            meta.namespace,
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, message: k8s_core_v1_pb2.Pod | None = None) -> PodVersion:
@@ -71,8 +113,8 @@ class PodVersion:
                 message = k8s_core_v1_pb2.Pod.FromString(data)
             except DecodeError as exc:
                 raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
-        pod_json = pod_from_message(message)
-        return cls(message, data, pod_json, orjson.dumps(pod_json))
+        meta = message.metadata
+        return cls(frame(data), orjson.dumps(pod_from_message(message)), meta.uid, meta.name, meta.namespace)
 
     @classmethod
     def from_json(cls, obj: Any, warnings: list[str] | None = None) -> PodVersion:
@@ -87,10 +129,12 @@ class PodVersion:
         shapes a pod, so views that differ in their selector share the encodings."""
         mask = view.mask
         if mask is None:
-            return self._whole
+            return self
+        if self._masked is None:
+            self._masked = LRU(MASKED_PER_POD)
         return self._masked.get(mask.key, lambda: self._mask(mask))
 
     def _mask(self, mask: FieldMask) -> Masked:
         masked_json = mask.apply_json(self.json)
         pb = mask.apply_message(self.message).SerializeToString(deterministic=True)
-        return Masked(pb, masked_json, orjson.dumps(masked_json))
+        return Masked.of(pb, orjson.dumps(masked_json))

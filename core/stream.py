@@ -78,7 +78,7 @@ def _unchanged(previous: PodVersion, pod: PodVersion, view: View) -> bool:
     only versions whose protobuf changed, so there is nothing to compare."""
     if view.mask is None:
         return False
-    return previous.masked(view).pb == pod.masked(view).pb
+    return previous.masked(view).framed == pod.masked(view).framed
 
 
 class WatchStreams:

@@ -146,7 +146,7 @@ def test_masked_encodings_are_made_once_per_mask_and_bounded() -> None:
     version = pod("1")
     view = View(parse_mask("status.phase"))
     assert version.masked(view) is version.masked(View(parse_mask("status.phase , status.phase")))
-    assert version.masked(View.EVERYTHING).pb is version.pb
+    assert version.masked(View.EVERYTHING).framed is version.framed  # the bytes kept, not a copy
     for text in (
         "spec",
         "status",

@@ -90,7 +90,7 @@ def test_views_that_differ_only_in_selector_share_a_pods_encodings() -> None:
     version = pod("1")
     mask = parse_mask("status.phase")
     assert version.masked(View(mask)) is version.masked(View(mask, PhaseIs("Running")))
-    assert version.masked(View(selector=PhaseIs("Running"))).pb is version.pb
+    assert version.masked(View(selector=PhaseIs("Running"))).framed is version.framed
 
 
 async def test_snapshot_start_then_live_events_then_the_end() -> None:

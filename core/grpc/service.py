@@ -76,7 +76,7 @@ class PodsService:
         pod = self._cache.get(request.podUID)
         if pod is None:
             raise NotFound(f"pod {request.podUID!r} not found")
-        return pods_v1alpha1_pb2.GetPodResponse(pod=pod.masked(view).pb).SerializeToString()
+        return pod.masked(view).get_response
 
     def watch_handler(self, contract: Contract) -> Callable[..., AsyncIterator[bytes]]:
         encoding = self._encodings[contract]
@@ -91,8 +91,9 @@ class PodsService:
 
 
 def list_response(snapshot: Snapshot, view: View) -> bytes:
-    pods = [pod.masked(view).pb for pod in view.select(snapshot.pods)]
-    return pods_v1alpha1_pb2.ListPodsResponse(pods=pods).SerializeToString()
+    # ListPodsResponse{repeated bytes pods = 1}: each pod is kept framed as field 1, so the whole
+    # response is one join, with no message built.
+    return b"".join(pod.masked(view).framed for pod in view.select(snapshot.pods))
 
 
 def mask_text(context: grpc.aio.ServicerContext) -> str | None:
