@@ -49,6 +49,11 @@ T = TypeVar("T")
 # Events kept for resuming an HTTP watch from a revision: a few minutes of churn on a busy node
 # (a node runs at most a few hundred pods); older resumes get a fresh snapshot instead.
 RING_SIZE = 4096
+# And at most this many bytes of pod encodings referenced by the ring's events (each event
+# counts its pod and the version it replaced, framed protobuf + JSON): the memory the ring may
+# keep alive beyond the pods served. 4,096 events of ~10 KiB pods would pin ~80 MiB; this keeps
+# about 1,600 of them, still minutes of churn.
+RING_BYTES = 32 * 1024 * 1024
 # What every surface says while the cache is not ready (gRPC FAILED_PRECONDITION, HTTP 503).
 NOT_SYNCED = "pod sources have not finished their initial sync"
 # Assembled responses kept per snapshot (one per distinct mask and surface): a handful in
@@ -201,6 +206,7 @@ class PodCache:
         hub: WatchHub,
         *,
         ring_size: int = RING_SIZE,
+        ring_bytes: int = RING_BYTES,
         policy: IdentityPolicy | None = None,
         indexes: Iterable[Index] | None = None,
     ) -> None:
@@ -217,7 +223,9 @@ class PodCache:
         self._claim_order = itertools.count()
         self._said_refused: set[tuple[str, str, str]] = set()
         self._indexes: dict[str, Index] = {}
-        self._ring: deque[PodEvent] = deque(maxlen=ring_size)
+        self._ring: deque[tuple[PodEvent, int]] = deque()  # with the bytes each event counts
+        self.ring_size, self.ring_bytes = ring_size, ring_bytes
+        self._ring_held = 0
         self._gates: list[Gate] = []
         self._sinks: dict[str, SourceSink] = {}
         self._overlays: dict[str, OverlaySink] = {}
@@ -335,9 +343,10 @@ class PodCache:
         """The events after `revision`, or None when the ring no longer holds them all."""
         if revision < self._first_revision or revision > self.revision:
             return None
-        if self._ring and revision < self._ring[0].revision - 1:
+        oldest = self._ring[0][0].revision if self._ring else self.revision + 1
+        if revision < oldest - 1:
             return None
-        return [e for e in self._ring if e.revision > revision]
+        return [e for e, _ in self._ring if e.revision > revision]
 
     # -- writing: contributions in, the policy merges, _settle serves ------------------------
 
@@ -477,5 +486,18 @@ class PodCache:
 
     def _publish(self, events: list[PodEvent]) -> None:
         if events:
-            self._ring.extend(events)
+            self._remember(events)
             self.hub.publish(events)
+
+    def _remember(self, events: list[PodEvent]) -> None:
+        ring = self._ring
+        for event in events:
+            size = _held(event.pod) + (_held(event.previous) if event.previous is not None else 0)
+            ring.append((event, size))
+            self._ring_held += size
+        while ring and (len(ring) > self.ring_size or self._ring_held > self.ring_bytes):
+            self._ring_held -= ring.popleft()[1]
+
+
+def _held(pod: PodVersion) -> int:
+    return len(pod.framed) + len(pod.json_bytes)

@@ -147,8 +147,13 @@ class Watch:
     async def frames(self, encoding: Encoding) -> AsyncIterator[bytes]:
         """The start, then one frame per live event the view shows. Ends by raising
         FellBehind or ServerStopping (WatchEnded); never returns."""
-        for chunk in self._start(encoding):
+        start = self._start(encoding)
+        # The start is made: let go of the snapshot (or the replay), so a long-lived watch does
+        # not pin the pods and start frames of the revision it began at once the cache moves on.
+        self.snapshot, self.replay = None, []
+        for chunk in start:
             yield chunk
+        del start, chunk
         streams, view, watcher = self._streams, self.view, self.watcher
         while True:
             event = await watcher.get()

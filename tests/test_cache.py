@@ -113,6 +113,20 @@ def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
     assert cache.events_since(cache.revision - 10) is not None
 
 
+def test_the_ring_is_bounded_by_the_bytes_its_events_keep_alive() -> None:
+    first, second = pod("1"), pod("1", "Failed")
+    per_event = 2 * (len(first.framed) + len(first.json_bytes)) + 64  # a MODIFIED counts both versions
+    cache = PodCache(WatchHub(capacity=100, max_watchers=1), ring_bytes=3 * per_event)
+    sink = cache.source("a")
+    start = cache.revision
+    for i in range(10):
+        sink.upsert(first if i % 2 else second)
+    assert cache.events_since(start) is None  # far fewer than RING_SIZE events, but over the bytes
+    kept = cache.events_since(cache.revision - 3)
+    assert kept is not None and len(kept) == 3
+    assert cache.events_since(cache.revision - 4) is None
+
+
 def test_ready_only_when_every_gate_is_open() -> None:
     cache, _ = new_cache()
     seen: list[bool] = []

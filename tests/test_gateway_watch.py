@@ -194,7 +194,7 @@ async def test_resume_from_too_old_or_unknown_revisions_sends_a_full_snapshot(ga
     seen = gateway.core.cache.revision
     # Enough changes to push `seen` out of the event history.
     a, b = version(make_pod("db", "uid-a", "Running")), version(make_pod("db", "uid-a", "Failed"))
-    ring = gateway.core.cache._ring.maxlen or 0
+    ring = gateway.core.cache.ring_size
     for n in range(ring + 2):
         gateway.sink.upsert(a if n % 2 else b)
     for stale in (str(seen), "1", str(gateway.core.cache.revision + 100)):
