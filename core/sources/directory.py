@@ -5,13 +5,11 @@ Work per change is proportional to what changed: a change notice (watchfiles) na
 that changed, and only those are looked at; every `resync` seconds (and when the directory itself
 changes) every file is stat'ed again. A file is read again only when its (st_dev, st_ino, st_size,
 st_mtime_ns) changed, and decoded again only when its bytes did (a digest is kept, not the
-bytes). Decoding runs on the event loop in slices of at most DECODE_SLICE_SECONDS, yielding
-between them: the API keeps answering while a big directory is decoded, where a worker thread
-would hold the GIL against the loop. The complete set of pods then goes to `sink.replace`: the
-cache turns it into events and skips unchanged pods at the cost of a lookup each.
+bytes), in a worker thread. The complete set of pods then goes to `sink.replace`: the cache
+turns it into events and skips unchanged pods at the cost of a lookup each.
+
 A file keeps its last good pods while it cannot be read or decoded, so an editor's half-written
-save, a permission mistake or a typo never looks like a deletion. A file
-that is gone (or a directory that is gone) does take its pods with it, as with the kubelet.
+save, a permission mistake or a typo never looks like a deletion. A file that is gone (or a directory that is gone) does take its pods with it, as with the kubelet.
 """
 
 from __future__ import annotations
@@ -54,9 +52,6 @@ ROOT_CHECK_MS = 5000
 # Listings per scan when files vanish between listing and reading: a rename or two in flight;
 # more than this means constant churn, and the next scan is moments away anyway.
 LIST_ATTEMPTS = 3
-# Decoding time between two yields to the event loop: a 5 KiB YAML pod decodes in about 2 ms,
-# so a slice is a few files, and no request or watch frame waits longer than this for it.
-DECODE_SLICE_SECONDS = 0.010
 # A file modified this recently may be written again within the same mtime tick (coarse kernel
 # timestamps step every few ms) without its stat changing: such a stat is not trusted, and the
 # file is read again (decoded again only if its bytes changed) on the next scan, as git does
@@ -139,18 +134,18 @@ class DirectorySource:
                 await watch
 
     async def _scan_into(self, sink: SourceSink, dirty: set[str] | None) -> None:
-        # Listing, stat and reading run in a thread: a slow disk must not stall the event loop.
-        # Decoding, which is CPU and would hold the GIL against the loop from a thread, runs on
-        # the loop in short slices. Scans never overlap, so the state is not shared. The sink is
-        # called here, on the loop's thread, as it must be.
+        # Listing, reading and decoding run in a thread: a slow disk must not stall the event
+        # loop, and the GIL's switch interval hands the loop the interpreter every 5 ms even in
+        # the middle of one file's decode (measured: decoding on the loop in slices yielding
+        # between files lagged the loop 2-5x more; BENCHMARKS.md, W1). Scans never overlap, so
+        # the state is not shared. The sink is called here, on the loop's thread, as it must be.
         errors: list[str] = []
         for _ in range(LIST_ATTEMPTS):
             try:
-                reads, vanished = await asyncio.to_thread(self._examine, dirty)
+                vanished = await asyncio.to_thread(self._update, dirty)
             except ManifestError as exc:
                 self._reporter.report([str(exc)])
                 return
-            await self._decode_all(reads)
             if not vanished:
                 break
             # A file went between the listing and the read: renamed, most likely, and the new
@@ -172,18 +167,16 @@ class DirectorySource:
         sink.replace(pods)
         sink.mark_synced()
 
-    async def _decode_all(self, reads: list[_Read]) -> None:
-        slice_end = time.monotonic() + DECODE_SLICE_SECONDS
+    # -- examining and decoding (in a worker thread) ---------------------------------------------
+
+    def _update(self, dirty: set[str] | None) -> bool:
+        """Bring the files' states up to date; whether a listed file vanished meanwhile."""
+        reads, vanished = self._examine(dirty)
         for read in reads:
             state = self._files.get(read.origin)
-            if state is None:
-                continue
-            self._decode_into(state, read)
-            if time.monotonic() >= slice_end:
-                await asyncio.sleep(0)
-                slice_end = time.monotonic() + DECODE_SLICE_SECONDS
-
-    # -- examining (in a worker thread) ----------------------------------------------------------
+            if state is not None:
+                self._decode_into(state, read)
+        return vanished
 
     def _examine(self, dirty: set[str] | None) -> tuple[list[_Read], bool]:
         """Read the files that may have changed: every listed file (dirty None) or those named.
