@@ -43,7 +43,9 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def writer(directory: str, files: int, rate: float, seconds: float, start_at: float) -> None:
+def writer(
+    directory: str, files: int, rate: float, seconds: float, start_at: float, kind: str = "manifest"
+) -> None:
     """Rewrite files round-robin at `rate` per second; each pod carries time.time_ns()."""
     paths = sorted(Path(directory).glob("pod-*.yaml"))[:files]
     while time.time() < start_at:
@@ -55,7 +57,7 @@ def writer(directory: str, files: int, rate: float, seconds: float, start_at: fl
         if delay > 0:
             time.sleep(delay)
         i = k % len(paths)
-        pods.rewrite(paths[i], i, time.time_ns())
+        pods.rewrite(paths[i], i, time.time_ns(), kind=kind)
 
 
 class Probe:
@@ -182,9 +184,3 @@ def run(files: int, rate: float, seconds: float, repeats: int) -> dict[str, Any]
         out[kind] = {key: statistics.median(r[key] for r in results) for key in results[0]}
         out[kind]["spread_cpu_per_change_ms"] = [r["cpu_per_change_ms"] for r in results]
     return out
-
-
-if __name__ == "__main__":
-    import sys
-
-    print(orjson.dumps(run(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), 1), option=orjson.OPT_INDENT_2).decode())

@@ -1,0 +1,389 @@
+"""W3 (gRPC/HTTP Get and masked List), W4 (watch fan-out), W5 (memory) and W6 (start-up), each
+against a real `pods-api serve` beside a floor measured in the same run. `python -m bench`
+runs them; see BENCHMARKS.md for what each floor is."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+
+from bench import pods
+from bench.serve import HERE, wait_line
+from bench.server import CHANNEL_OPTIONS, cpu_seconds, rss_mib, serving, until_serving
+from pods_api.core.pb import pods_v1alpha1_pb2 as api
+
+MASK = "metadata.name,metadata.namespace,metadata.uid,status.phase,status.podIPs"
+UID = "00000000-0000-0000-0000-000000000007"
+_STAMP = re.compile(rb"generation-(\d+)")
+# The v1alpha1 watch's start marker: WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}.
+SYNC_FRAME = api.WatchPodsEvent(type="INITIAL_SYNC_COMPLETE").SerializeToString()
+
+# -- W6 start-up ---------------------------------------------------------------------------------
+
+_PARSE_FLOOR = """
+import sys, time, yaml
+from pathlib import Path
+start = time.perf_counter()
+for path in sorted(Path(sys.argv[1]).iterdir()):
+    yaml.load(path.read_bytes(), Loader=yaml.CSafeLoader)
+print(time.perf_counter() - start, time.process_time())
+"""
+
+
+def startup(files: int, repeats: int) -> dict[str, Any]:
+    """Spawn to SERVING with `files` static manifests, against reading and parsing them with
+    PyYAML's CSafeLoader alone (the parser the source uses), interleaved."""
+    ours: list[tuple[float, float]] = []
+    floor: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "manifests"
+        pods.write(directory, files)
+        for r in range(repeats):
+            out = subprocess.run(
+                [sys.executable, "-c", _PARSE_FLOOR, str(directory)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            wall, cpu = (float(x) for x in out.stdout.split())
+            floor.append((wall, cpu))
+            with serving(Path(tmp) / f"run{r}", "--manifests", str(directory)) as served:
+                asyncio.run(until_serving(served.target))
+                ours.append((time.monotonic() - served.started, cpu_seconds(served.proc.pid)))
+    return {
+        "files": files,
+        "parser": "PyYAML CSafeLoader (libyaml)",
+        "ours_wall_s": statistics.median(w for w, _ in ours),
+        "ours_cpu_s": statistics.median(c for _, c in ours),
+        "floor_wall_s": statistics.median(w for w, _ in floor),
+        "floor_cpu_s": statistics.median(c for _, c in floor),
+        "runs": {"ours": ours, "floor": floor},
+    }
+
+
+# -- W5 memory -----------------------------------------------------------------------------------
+
+_HOLD_FLOOR = """
+import sys, grpc, pathlib
+bodies = [p.read_bytes() for p in pathlib.Path(sys.argv[1]).glob("*.bin")]
+print(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1], flush=True)
+"""
+
+
+async def _lists(target: str, http: str, mask: bool = False) -> tuple[bytes, bytes]:
+    metadata = (("x-kubernetes-fieldmask", MASK),) if mask else None
+    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+        listed = await channel.unary_unary("/v1alpha1.Pods/ListPods")(b"", metadata=metadata)
+    transport = httpx.AsyncHTTPTransport(uds=http)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=60) as client:
+        body = (await client.get("/v1/pods", params={"fields": MASK} if mask else None)).content
+    return listed, body
+
+
+async def _idle_watchers(target: str, count: int, pid: int) -> float:
+    """RSS with `count` open watches that have read their start."""
+    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+        watch = channel.unary_stream("/v1alpha1.Pods/WatchPods")
+        calls = [watch(b"") for _ in range(count)]
+
+        async def started(call: Any) -> None:
+            async for frame in call:
+                if frame == SYNC_FRAME:
+                    return
+
+        await asyncio.gather(*(started(c) for c in calls))
+        rss = rss_mib(pid)
+        for call in calls:
+            call.cancel()
+    return rss
+
+
+async def _list_cpu(target: str, pid: int, calls: int) -> float:
+    """Server CPU seconds per ListPods, the response already assembled (every call after the first)."""
+    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+        call = channel.unary_unary("/v1alpha1.Pods/ListPods")
+        await call(b"")
+        before = cpu_seconds(pid)
+        for _ in range(calls):
+            await call(b"")
+        return (cpu_seconds(pid) - before) / calls
+
+
+def memory(counts: list[int], watchers: int) -> list[dict[str, Any]]:
+    rows = []
+    for count in counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp) / "fixtures"
+            pods.write(directory, count, kind="fixture", fmt="json")
+            with serving(
+                Path(tmp) / "run", "--fixtures", str(directory), "--max-watchers", str(watchers + 10)
+            ) as s:
+                asyncio.run(until_serving(s.target))
+                listed, body = asyncio.run(_lists(s.target, s.http))
+                time.sleep(1.0)
+                idle = rss_mib(s.proc.pid)
+                list_cpu = asyncio.run(_list_cpu(s.target, s.proc.pid, 500))
+                with_watchers = asyncio.run(_idle_watchers(s.target, watchers, s.proc.pid))
+                time.sleep(1.0)
+                after = rss_mib(s.proc.pid)
+            (Path(tmp) / "a.bin").write_bytes(listed)
+            (Path(tmp) / "b.bin").write_bytes(body)
+            out = subprocess.run(
+                [sys.executable, "-c", _HOLD_FLOOR, tmp], capture_output=True, text=True, check=True
+            )
+        serialized = (len(listed) + len(body)) / 2**20
+        rows.append(
+            {
+                "pods": count,
+                "serialized_mib": serialized,
+                "idle_rss_mib": idle,
+                "watchers": watchers,
+                "rss_with_watchers_mib": with_watchers,
+                "rss_after_watchers_mib": after,
+                "floor_rss_mib": int(out.stdout) / 1024,
+                "target_mib": 3 * serialized + 80,
+                "list_cpu_us_per_pod": list_cpu / count * 1e6,
+            }
+        )
+    return rows
+
+
+# -- W3 Get and masked List ----------------------------------------------------------------------
+
+
+async def _rate(one: Any, seconds: float) -> float:
+    await one()
+    done, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        await one()
+        done += 1
+    return done / seconds
+
+
+async def _grpc_calls(target: str, call: str, seconds: float, pid: int) -> tuple[float, float]:
+    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+        if call == "Get":
+            method, request, metadata = "GetPod", api.GetPodRequest(podUID=UID).SerializeToString(), None
+        else:
+            method, request, metadata = "ListPods", b"", (("x-kubernetes-fieldmask", MASK),)
+        stub = channel.unary_unary(f"/v1alpha1.Pods/{method}")
+
+        async def one() -> bytes:
+            result: bytes = await stub(request, metadata=metadata)
+            return result
+
+        cpu = cpu_seconds(pid)
+        rate = await _rate(one, seconds)
+        return rate, (cpu_seconds(pid) - cpu) / (rate * seconds)
+
+
+async def _http_calls(socket_path: str, call: str, seconds: float, pid: int) -> tuple[float, float]:
+    transport = httpx.AsyncHTTPTransport(uds=socket_path)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        path, params = (f"/v1/pods/{UID}", None) if call == "Get" else ("/v1/pods", {"fields": MASK})
+
+        async def one() -> bytes:
+            response = await client.get(path, params=params)
+            response.raise_for_status()
+            return response.content
+
+        cpu = cpu_seconds(pid)
+        rate = await _rate(one, seconds)
+        return rate, (cpu_seconds(pid) - cpu) / (rate * seconds)
+
+
+def requests(count: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
+    """Calls per second and server CPU per call, ours and a bare grpc.aio / Starlette floor
+    serving the very bytes ours returned, interleaved (bench/floor_server.py)."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        directory = root / "fixtures"
+        pods.write(directory, count, kind="fixture", fmt="json")
+        with serving(root / "run", "--fixtures", str(directory)) as s:
+            asyncio.run(until_serving(s.target))
+            grpc_list, http_list = asyncio.run(_lists(s.target, s.http, mask=True))
+
+            async def gets() -> tuple[bytes, bytes]:
+                async with grpc.aio.insecure_channel(s.target) as channel:
+                    got = await channel.unary_unary("/v1alpha1.Pods/GetPod")(
+                        api.GetPodRequest(podUID=UID).SerializeToString()
+                    )
+                async with httpx.AsyncClient(
+                    transport=httpx.AsyncHTTPTransport(uds=s.http), base_url="http://localhost"
+                ) as client:
+                    return got, (await client.get(f"/v1/pods/{UID}")).content
+
+            grpc_get, http_get = asyncio.run(gets())
+            for name, data in (
+                ("grpc-list", grpc_list),
+                ("grpc-get", grpc_get),
+                ("http-list", http_list),
+                ("http-get", http_get),
+            ):
+                (root / f"{name}.bin").write_bytes(data)
+            floor = subprocess.Popen(
+                [sys.executable, str(HERE / "floor_server.py"), str(root)], stdout=subprocess.PIPE, text=True
+            )
+            try:
+                wait_line(floor.stdout, "ready")
+                targets = {
+                    "ours": (s.target, s.http, s.proc.pid),
+                    "floor": (f"unix:{root / 'floor.sock'}", str(root / "floor-http.sock"), floor.pid),
+                }
+                for surface, measure in (("gRPC", _grpc_calls), ("HTTP", _http_calls)):
+                    for call in ("Get", "masked List"):
+                        got: dict[str, list[tuple[float, float]]] = {"ours": [], "floor": []}
+                        for _ in range(repeats):
+                            for who, (grpc_at, http_at, pid) in targets.items():
+                                at = grpc_at if surface == "gRPC" else http_at
+                                got[who].append(asyncio.run(measure(at, call.split()[-1], seconds, pid)))
+                        rows.append(
+                            {
+                                "surface": surface,
+                                "call": call,
+                                "ours_per_s": statistics.median(r for r, _ in got["ours"]),
+                                "floor_per_s": statistics.median(r for r, _ in got["floor"]),
+                                "ours_cpu_us": statistics.median(c for _, c in got["ours"]) * 1e6,
+                                "floor_cpu_us": statistics.median(c for _, c in got["floor"]) * 1e6,
+                            }
+                        )
+            finally:
+                floor.terminate()
+                floor.wait()
+    return rows
+
+
+# -- W4 fan-out ----------------------------------------------------------------------------------
+
+
+def _watch_process(kind: str, target: str, count: int, seconds: float, queue: Any) -> None:
+    """`count` watchers of one kind in this process; puts (delays, cut_off, stamps per watcher)."""
+
+    async def grpc_watchers() -> tuple[list[float], int, list[int]]:
+        delays: list[float] = []
+        cut = 0
+        seen: list[set[int]] = [set() for _ in range(count)]
+        async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+            watch = channel.unary_stream("/v1alpha1.Pods/WatchPods")
+
+            async def one(i: int) -> None:
+                nonlocal cut
+                synced = False
+                try:
+                    async for frame in watch(b""):
+                        if not synced:
+                            synced = frame == SYNC_FRAME
+                            continue
+                        now = time.time_ns()
+                        for stamp in _STAMP.findall(frame):
+                            s = int(stamp)
+                            if s > 10**15:
+                                seen[i].add(s)
+                                delays.append((now - s) / 1e6)
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        cut += 1
+
+            tasks = [asyncio.create_task(one(i)) for i in range(count)]
+            await asyncio.sleep(seconds)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return delays, cut, [len(s) for s in seen]
+
+    async def sse_watchers() -> tuple[list[float], int, list[int]]:
+        delays: list[float] = []
+        cut = 0
+        seen: list[set[int]] = [set() for _ in range(count)]
+        transport = httpx.AsyncHTTPTransport(uds=target)
+        limits = httpx.Limits(max_connections=count + 1)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost", timeout=None, limits=limits
+        ) as client:
+
+            async def one(i: int) -> None:
+                nonlocal cut
+                async with client.stream("GET", "/v1/pods", params={"watch": "true"}) as response:
+                    synced = False
+                    async for line in response.aiter_lines():
+                        if not synced:
+                            synced = "INITIAL_SYNC_COMPLETE" in line
+                            continue
+                        if line.startswith("event: ERROR"):
+                            cut += 1
+                        now = time.time_ns()
+                        for stamp in _STAMP.findall(line.encode()):
+                            s = int(stamp)
+                            if s > 10**15:
+                                seen[i].add(s)
+                                delays.append((now - s) / 1e6)
+
+            tasks = [asyncio.create_task(one(i)) for i in range(count)]
+            await asyncio.sleep(seconds)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return delays, cut, [len(s) for s in seen]
+
+    queue.put(asyncio.run(grpc_watchers() if kind == "grpc" else sse_watchers()))
+
+
+def fanout(count: int, grpc_watchers: int, sse_watchers: int, rate: float, seconds: float) -> dict[str, Any]:
+    """Watchers in two other processes; a writer process rewriting fixture files at `rate`."""
+    from bench.source import writer
+
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "fixtures"
+        pods.write(directory, count, kind="fixture")
+        with serving(Path(tmp) / "run", "--fixtures", str(directory), "--max-watchers", "2000") as s:
+            asyncio.run(until_serving(s.target))
+            queue = ctx.Queue()
+            span = seconds + 4.0
+            procs = [
+                ctx.Process(target=_watch_process, args=("grpc", s.target, grpc_watchers, span, queue)),
+                ctx.Process(target=_watch_process, args=("sse", s.http, sse_watchers, span, queue)),
+            ]
+            for proc in procs:
+                proc.start()
+            time.sleep(2.0)  # the watches are open
+            start_at = time.time() + 0.5
+            write = ctx.Process(
+                target=writer, args=(str(directory), count, rate, seconds, start_at, "fixture")
+            )
+            cpu = cpu_seconds(s.proc.pid)
+            write.start()
+            results = [queue.get(timeout=span + 120) for _ in procs]
+            cpu = cpu_seconds(s.proc.pid) - cpu
+            write.join()
+            for proc in procs:
+                proc.join()
+    delays = sorted(d for r in results for d in r[0])
+    frames = len(delays)
+    writes = int(rate * seconds)
+    per_watcher = [n for r in results for n in r[2]]
+    return {
+        "pods": count,
+        "grpc_watchers": grpc_watchers,
+        "sse_watchers": sse_watchers,
+        "rate": rate,
+        "seconds": seconds,
+        "writes": writes,
+        "cut_off": sum(r[1] for r in results),
+        "min_share_delivered": min(per_watcher) / writes if per_watcher else 0.0,
+        "p50_ms": delays[frames // 2] if delays else float("nan"),
+        "p99_ms": delays[int(frames * 0.99)] if delays else float("nan"),
+        "server_cpu_us_per_frame": cpu / frames * 1e6 if frames else float("nan"),
+    }
