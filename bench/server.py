@@ -49,9 +49,9 @@ class Served:
         return str(self.run / "pods-api-http.sock")
 
 
-async def until_serving(target: str, timeout: float = 600) -> None:
+async def until_serving(target: str, patience: float = 600) -> None:
     """Until the health service says SERVING (the sources have synced)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience
     while True:
         try:
             async with grpc.aio.insecure_channel(target) as channel:

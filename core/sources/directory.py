@@ -9,7 +9,8 @@ bytes), in a worker thread. The complete set of pods then goes to `sink.replace`
 turns it into events and skips unchanged pods at the cost of a lookup each.
 
 A file keeps its last good pods while it cannot be read or decoded, so an editor's half-written
-save, a permission mistake or a typo never looks like a deletion. A file that is gone (or a directory that is gone) does take its pods with it, as with the kubelet.
+save, a permission mistake or a typo never looks like a deletion. A file that is gone (or a
+directory that is gone) does take its pods with it, as with the kubelet.
 """
 
 from __future__ import annotations
