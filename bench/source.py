@@ -33,7 +33,7 @@ from bench import pods
 from pods_api.core.cache import PodCache
 from pods_api.core.sources.directory import DEBOUNCE_MS, STEP_MS
 from pods_api.core.sources.manifests import ManifestDirSource
-from pods_api.core.watch import WatchHub
+from pods_api.core.watch import EventType, WatchHub
 
 _STAMP = re.compile(rb"generation-(\d+)")
 
@@ -96,6 +96,8 @@ async def _ours(directory: Path, seen: dict[int, float]) -> tuple[Any, asyncio.E
     async def read() -> None:
         while True:
             event = await watcher.get()
+            if event.type is EventType.DELETED:
+                continue  # an edited static pod's old uid goes: its stamp is an older write
             now = time.time()
             for stamp in _STAMP.findall(event.pod.json_bytes):
                 seen.setdefault(int(stamp), now)
