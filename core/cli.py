@@ -32,6 +32,7 @@ from pods_api.core.config import (
     HTTP_SOCKET_NAME,
     Config,
 )
+from pods_api.core.limits import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, MAX_CONNECTIONS_CEILING
 from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from pods_api.core.sources import SourceContext, registry
 
@@ -114,6 +115,28 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="SSE comment heartbeat interval (default 15)",
     )
+    add(
+        "--header-timeout",
+        type=_positive,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request head (gRPC: handshake) takes longer "
+        f"(default {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    add(
+        "--idle-timeout",
+        type=_positive,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"close a connection with nothing in flight this long (default {DEFAULT_IDLE_TIMEOUT:g})",
+    )
+    add(
+        "--max-connections",
+        type=_positive_int,
+        metavar="N",
+        help="open connections per surface, gRPC and HTTP (default: from the open-file limit, at most "
+        f"{MAX_CONNECTIONS_CEILING})",
+    )
     add("--metrics-listen", metavar="HOST:PORT", help="serve /metrics on loopback TCP as well")
     add(
         "--ready-delay",
@@ -140,6 +163,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
                     f"--kubelet-socket {kubelet_socket} is also where pods-api would serve ({ours}): "
                     "our socket must never be the kubelet's; give --socket or --run-dir elsewhere"
                 )
+    sockets.check_path(grpc_socket, "--socket")
+    if http_socket is not None:
+        sockets.check_path(http_socket, "--http-socket")
+    elif args.socket is not None:
+        sockets.check_path(grpc_socket.parent / HTTP_SOCKET_NAME, "--socket (its HTTP socket beside it)")
     for flag in ("http_listen", "metrics_listen"):
         value = getattr(args, flag)
         if value is not None:
@@ -165,6 +193,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
         ready_delay=args.ready_delay,
         heartbeat=args.heartbeat,
         sources=functools.partial(registry.from_args, args),
+        header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
+        max_connections=args.max_connections,
     )
 
 
@@ -192,8 +223,6 @@ def main(argv: list[str] | None = None) -> None:
     _setup_logging(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
-        if args.run_dir and not args.run_dir.exists():
-            args.run_dir.mkdir(mode=sockets.DIR_MODE, parents=True)
         if config.socket_group is not None:
             sockets.resolve_group(config.socket_group)
     except ValueError as exc:

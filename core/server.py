@@ -15,7 +15,7 @@ import grpc
 import uvicorn
 from prometheus_client import start_http_server
 
-from pods_api.core import sockets
+from pods_api.core import limits, sockets
 from pods_api.core.cache import OverlaySink, SourceSink
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
@@ -23,6 +23,7 @@ from pods_api.core.runtime import Core, build_core
 from pods_api.core.sources import Source, SourceContext, StatusOverlay, configures_static_pods, registry
 from pods_api.core.sources.supervisor import supervise
 from pods_api.gateway.app import create_app
+from pods_api.gateway.connection import GatewayConnection
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,11 @@ class _Uvicorn(uvicorn.Server):
 
 async def serve(config: Config) -> None:
     """Run until SIGTERM or SIGINT. Raises StartupError for what a user must fix."""
+    loop = asyncio.get_running_loop()
+    limits.quiet_accept_errors(loop)
+    descriptors = limits.raise_descriptor_limit()
+    if config.max_connections is None:
+        config.max_connections = limits.default_max_connections(descriptors)
     core = build_core(config)
     sources = build_sources(config, core)
     if not sources:
@@ -65,15 +71,15 @@ async def serve(config: Config) -> None:
     overlay_runs = [(overlay, core.cache.overlay(overlay.name)) for overlay in overlays]
     if config.ready_delay > 0:
         hold = core.cache.hold("ready-delay")
-        asyncio.get_running_loop().call_later(config.ready_delay, hold.set_open)
+        loop.call_later(config.ready_delay, hold.set_open)
 
-    grpc_server = await _start_grpc(core)
-    cleanup: list[Path] = [config.socket]
+    claims: list[sockets.Claim] = []
+    grpc_server: grpc.aio.Server | None = None
     try:
-        http = await _start_gateway(core, cleanup)
+        grpc_server = await _start_grpc(core, claims)
+        http = await _start_gateway(core, claims)
         metrics_http = _start_metrics(core)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with asyncio.TaskGroup() as group:
@@ -91,11 +97,12 @@ async def serve(config: Config) -> None:
         if metrics_http is not None:
             metrics_http.shutdown()
     except BaseException:
-        await grpc_server.stop(None)  # not left to the garbage collector after the loop closes
+        if grpc_server is not None:
+            await grpc_server.stop(None)  # not left to the garbage collector after the loop closes
         raise
     finally:
-        for path in cleanup:
-            sockets.remove(path)
+        for claimed in claims:
+            claimed.release()  # removes only the socket files we bound
 
 
 async def _run_source(source: Source, sink: SourceSink, core: Core) -> None:
@@ -108,43 +115,58 @@ async def _run_overlay(overlay: StatusOverlay, sink: OverlaySink, core: Core) ->
     await supervise(overlay, sink, on_restart=lambda name: core.metrics.source_restarts.labels(name).inc())
 
 
-async def _start_grpc(core: Core) -> grpc.aio.Server:
-    config = core.config
+def _claim(path: Path, config: Config, claims: list[sockets.Claim]) -> sockets.Claim:
     try:
-        sockets.prepare(config.socket)
+        claimed = sockets.claim(path, config.socket_group)
     except sockets.SocketInUse as exc:
         raise StartupError(str(exc)) from None
+    claims.append(claimed)
+    return claimed
+
+
+async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Server:
+    config = core.config
+    claimed = _claim(config.socket, config, claims)
     server = create_server(core)
-    with sockets.private_umask():
-        if not server.add_insecure_port(f"unix:{config.socket}"):
-            raise StartupError(f"cannot listen on {config.socket}")
-        await server.start()
     try:
+        with sockets.private_umask():
+            try:
+                bound = server.add_insecure_port(f"unix:{config.socket}")
+            except RuntimeError:  # grpc says why only on its own log
+                bound = 0
+            if not bound:
+                raise StartupError(f"cannot listen on {config.socket}")
+            await server.start()
+        claimed.bound()
         sockets.secure(config.socket, config.socket_mode, config.socket_group)
     except BaseException:
         await server.stop(None)
-        sockets.remove(config.socket)
         raise
     return server
 
 
-async def _start_gateway(core: Core, cleanup: list[Path]) -> tuple[_Uvicorn, asyncio.Task[None]]:
+async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvicorn, asyncio.Task[None]]:
     config = core.config
+    claimed = _claim(config.http_socket_path, config, claims)
+    listeners = [sockets.bind_unix(claimed, config.socket_mode, config.socket_group)]
     try:
-        listeners = [sockets.bind_unix(config.http_socket_path, config.socket_mode, config.socket_group)]
-    except sockets.SocketInUse as exc:
-        raise StartupError(str(exc)) from None
-    cleanup.append(config.http_socket_path)
-    if config.http_listen:
-        host, port = sockets.parse_loopback(config.http_listen, "--http-listen")
-        listeners.append(sockets.bind_tcp(host, port))
+        if config.http_listen:
+            host, port = sockets.parse_loopback(config.http_listen, "--http-listen")
+            listeners.append(sockets.bind_tcp(host, port))
+    except BaseException:
+        for listener in listeners:
+            listener.close()
+        raise
+    assert config.max_connections is not None  # serve() resolved it
     server = _Uvicorn(
         uvicorn.Config(
             create_app(core),
+            http=GatewayConnection.configured(config.header_timeout, config.max_connections),
             lifespan="off",
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,
+            timeout_keep_alive=int(max(1, config.idle_timeout)),
             proxy_headers=False,  # node-local: there is no proxy whose X-Forwarded-* to trust
         )
     )

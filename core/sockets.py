@@ -1,33 +1,108 @@
 """UNIX socket files: the socket is the security boundary of a node-local API.
 
-Its directory is created 0750, the socket gets the configured mode (0600 by default) and group;
-a path where a live server answers is never taken over (it may be the kubelet's own socket),
-and a stale file left by a crash is replaced.
+A directory pods-api creates for its sockets is 0750 (and given `--socket-group`, so the group
+can reach the sockets), its missing parents 0755, whatever the umask. The socket gets the
+configured mode (0600 by default) and group.
+
+Whose socket is it: each socket has a lock file beside it (`<socket>.lock`), held with `flock`
+for as long as the server runs. A held lock is a live pods-api, however busy or stopped it is
+(a connect() probe would time out on a full accept backlog and take it for stale). A socket file
+without a held lock is still probed, since another program (the kubelet) may serve it: only a
+refused connection makes it stale. On exit a server removes a socket file only if it is still
+the one it bound (same inode): a file that a later server put there is never ours to delete.
+The lock file stays: unlinking it would let two servers lock two different files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import grp
 import ipaddress
 import os
 import socket
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 # The directory holds only our sockets; group may traverse it when --socket-group is used.
 DIR_MODE = 0o750
+# Parents we create on the way hold nothing secret: traversable, as /var/lib is.
+PARENT_MODE = 0o755
+# The accept backlog: room for a burst of agents connecting at once.
+BACKLOG = 128
+# A foreign server (the kubelet) that takes longer than this to accept is still counted live:
+# only ECONNREFUSED (nobody listening) or a missing file makes a socket stale.
+PROBE_TIMEOUT = 1.0
+LOCK_SUFFIX = ".lock"
+# sun_path is 108 bytes on Linux, one of them the terminating NUL.
+MAX_PATH_BYTES = 107
 
 
 class SocketInUse(Exception):
     pass
 
 
-def prepare(path: Path) -> None:
-    """Make `path` ready to bind: create its directory, refuse a live socket, remove a stale one."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=DIR_MODE, parents=True)
+@dataclass
+class Claim:
+    """The right to a socket path for this process's lifetime: the held lock, and the inode of
+    the socket we bound there once we have."""
+
+    path: Path
+    lock_fd: int
+    inode: tuple[int, int] | None = None
+
+    def bound(self) -> None:
+        """Record the socket file now at `path` as ours (call right after binding)."""
+        st = self.path.lstat()
+        self.inode = (st.st_dev, st.st_ino)
+
+    def release(self) -> None:
+        """Remove our socket file (only if it is still ours) and let go of the lock."""
+        with contextlib.suppress(FileNotFoundError):
+            st = self.path.lstat()
+            if self.inode is not None and (st.st_dev, st.st_ino) == self.inode:
+                self.path.unlink()
+        self.inode = None
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)  # closing the descriptor drops the flock
+            self.lock_fd = -1
+
+
+def claim(path: Path, group: str | None = None) -> Claim:
+    """Make `path` ready to bind: create its directory, take its lock, refuse a live socket,
+    remove a stale one. Raises SocketInUse."""
+    make_directory(path.parent, group)
+    lock_fd = _lock(path)
+    try:
+        _clear(path)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return Claim(path, lock_fd)
+
+
+def _lock(path: Path) -> int:
+    lock_path = path.with_name(path.name + LOCK_SUFFIX)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    with private_umask():
+        try:
+            fd = os.open(lock_path, flags, 0o600)
+        except OSError as exc:
+            raise SocketInUse(f"cannot open the lock file {lock_path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SocketInUse(
+            f"a server is already serving {path} (it holds {lock_path}); refusing to start"
+        ) from None
+    return fd
+
+
+def _clear(path: Path) -> None:
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -40,15 +115,41 @@ def prepare(path: Path) -> None:
 
 
 def is_live(path: Path) -> bool:
+    """Does anything listen on this socket file? Only a refused connection says no: a server
+    too busy to accept in time is live."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.settimeout(1.0)
+        probe.settimeout(PROBE_TIMEOUT)
         probe.connect(str(path))
-    except OSError:
+    except (ConnectionRefusedError, FileNotFoundError):
         return False
+    except OSError as exc:  # a timeout, EAGAIN (a full backlog): someone is there
+        return exc.errno != errno.ENOENT
     finally:
         probe.close()
     return True
+
+
+def make_directory(path: Path, group: str | None = None) -> None:
+    """Create `path` DIR_MODE (given to `group`, so members reach the sockets) and its missing
+    parents PARENT_MODE, whatever the umask. A directory that exists is left as it is."""
+    if path.exists():
+        return
+    make_directory_parents(path.parent)
+    with private_umask(), contextlib.suppress(FileExistsError):
+        path.mkdir(mode=DIR_MODE)
+        if group is not None:
+            _give_to_group(path, group)
+        os.chmod(path, DIR_MODE)
+
+
+def make_directory_parents(path: Path) -> None:
+    if path.exists():
+        return
+    make_directory_parents(path.parent)
+    with private_umask(), contextlib.suppress(FileExistsError):
+        path.mkdir(mode=PARENT_MODE)
+        os.chmod(path, PARENT_MODE)  # the umask took bits away; put exactly these back
 
 
 @contextlib.contextmanager
@@ -64,19 +165,23 @@ def private_umask() -> Iterator[None]:
 
 def secure(path: Path, mode: int, group: str | None) -> None:
     if group is not None:
-        gid = resolve_group(group)
-        try:
-            os.chown(path, -1, gid)
-        except PermissionError as exc:
-            # The kernel allows it to a member of the group, or with CAP_CHOWN: say so, since
-            # a container that drops every capability hits exactly this.
-            raise PermissionError(
-                exc.errno,
-                f"cannot give {path} to group {group} (gid {gid}): {exc.strerror}; the process "
-                "must be a member of that group (a pod's securityContext.supplementalGroups) "
-                "or hold CAP_CHOWN",
-            ) from None
+        _give_to_group(path, group)
     os.chmod(path, mode)
+
+
+def _give_to_group(path: Path, group: str) -> None:
+    gid = resolve_group(group)
+    try:
+        os.chown(path, -1, gid)
+    except PermissionError as exc:
+        # The kernel allows it to a member of the group, or with CAP_CHOWN: say so, since
+        # a container that drops every capability hits exactly this.
+        raise PermissionError(
+            exc.errno,
+            f"cannot give {path} to group {group} (gid {gid}): {exc.strerror}; the process "
+            "must be a member of that group (a pod's securityContext.supplementalGroups) "
+            "or hold CAP_CHOWN",
+        ) from None
 
 
 def resolve_group(group: str) -> int:
@@ -88,22 +193,30 @@ def resolve_group(group: str) -> int:
         raise ValueError(f"no such group: {group}") from None
 
 
-def bind_unix(path: Path, mode: int, group: str | None) -> socket.socket:
+def bind_unix(claimed: Claim, mode: int, group: str | None) -> socket.socket:
     """A listening UNIX socket we bound ourselves, with our mode (uvicorn's own binding would
-    chmod it 0666)."""
-    prepare(path)
+    chmod it 0666), on a path we claimed."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with private_umask():
-        sock.bind(str(path))
-    secure(path, mode, group)
-    sock.listen(128)
+    try:
+        with private_umask():
+            sock.bind(str(claimed.path))
+        claimed.bound()
+        secure(claimed.path, mode, group)
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
     sock.setblocking(False)
     return sock
 
 
-def remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+def check_path(path: Path, flag: str) -> None:
+    """Raises ValueError for a path no UNIX socket can have (grpc would fail obscurely later)."""
+    size = len(os.fsencode(path))
+    if size > MAX_PATH_BYTES:
+        raise ValueError(
+            f"{flag} {_short(str(path))}: {size} bytes long; a UNIX socket path has at most {MAX_PATH_BYTES}"
+        )
 
 
 def parse_loopback(listen: str, flag: str) -> tuple[str, int]:
@@ -111,14 +224,20 @@ def parse_loopback(listen: str, flag: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     host = host.strip("[]")
     if not sep or not port.isdigit():
-        raise ValueError(f"{flag} {listen!r}: expected HOST:PORT")
+        raise ValueError(f"{flag} {_short(listen)}: expected HOST:PORT")
+    if not 0 < int(port) <= 65535:
+        raise ValueError(f"{flag} {_short(listen)}: port must be 1 to 65535")
     try:
         addr = ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
     except ValueError:
-        raise ValueError(f"{flag} {listen!r}: HOST must be a loopback IP address") from None
+        raise ValueError(f"{flag} {_short(listen)}: HOST must be a loopback IP address") from None
     if not addr.is_loopback:
-        raise ValueError(f"{flag} {listen!r}: only loopback addresses (127.0.0.0/8, ::1) are allowed")
+        raise ValueError(f"{flag} {_short(listen)}: only loopback addresses (127.0.0.0/8, ::1) are allowed")
     return host, int(port)
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
 def bind_tcp(host: str, port: int) -> socket.socket:
@@ -126,8 +245,15 @@ def bind_tcp(host: str, port: int) -> socket.socket:
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only then, and without it
     # a keep-alive response's header and body writes wait on Nagle and delayed ACK (~40 ms).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    except BaseException:
+        sock.close()
+        raise
     sock.setblocking(False)
     return sock

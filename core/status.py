@@ -10,6 +10,19 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+# A client's own input is echoed in an error only this far: enough to recognise (a UID is 36
+# characters), and a 1 MB value never makes the error itself too large to deliver (gRPC carries
+# the message in a trailer, which clients cap at 8-16 KiB).
+ECHO_LIMIT = 128
+
+
+def quote(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` as Python's repr, cut to `limit` characters with the total length named: for
+    echoing client input in an error message."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
+
 
 class Code(IntEnum):
     """gRPC status codes, with gRPC's numbers."""

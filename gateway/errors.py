@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.status import Code, StatusError
+from pods_api.core.status import Code, StatusError, quote
 
 __all__ = ["HTTP_STATUS", "ApiError", "Code", "error_body", "error_response", "http_status", "install"]
 
@@ -139,9 +139,12 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _BY_HTTP.get(exc.status_code, Code.UNKNOWN)
     if exc.status_code == 404:
-        message = f"no such path: {request.url.path}"
+        # The path as the client sent it: request.url would build it from the server address,
+        # which on a UNIX socket is its file path (and a request target like `*` is no URL).
+        message = f"no such path: {quote(request.scope.get('path', ''))}"
     elif exc.status_code == 405:
-        message = f"method {request.method} is not allowed on {request.url.path}; this API is read-only"
+        path = quote(request.scope.get("path", ""))
+        message = f"method {quote(request.method, 16)} is not allowed on {path}; this API is read-only"
     else:
         message = str(exc.detail)
     # Keep the status Starlette chose (405 stays 405, with its Allow header).

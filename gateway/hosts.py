@@ -12,6 +12,7 @@ import ipaddress
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pods_api.core.status import quote
 from pods_api.gateway.errors import Code, error_response
 
 
@@ -60,7 +61,7 @@ class LoopbackHostMiddleware:
                 shown = hosts[0] if len(hosts) == 1 else f"{len(hosts)} Host headers"
                 response = error_response(
                     Code.PERMISSION_DENIED,
-                    f"Host {shown!r} is not a loopback name or address; "
+                    f"Host {quote(shown)} is not a loopback name or address; "
                     "connect as localhost, 127.0.0.1 or [::1]",
                 )
                 await response(scope, receive, send)

@@ -3,7 +3,7 @@ instrumentator registers into the core's registry rather than the global one."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from prometheus_client.exposition import choose_encoder
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.requests import Request
@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from pods_api.core.runtime import Core
 from pods_api.gateway import openapi
+from pods_api.gateway.params import known_parameters
 
 
 def instrument(app: FastAPI, core: Core) -> None:
@@ -25,7 +26,7 @@ def instrument(app: FastAPI, core: Core) -> None:
 
 
 def router(core: Core) -> APIRouter:
-    exposition = APIRouter(tags=["metrics"])
+    exposition = APIRouter(tags=["metrics"], dependencies=[Depends(known_parameters)])
 
     @exposition.get(
         "/metrics",

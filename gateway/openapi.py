@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.routing import Route
 
 from pods_api.gateway import podschema
 from pods_api.gateway.errors import HTTP_STATUS, Code
@@ -178,6 +179,10 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = document  # type: ignore[method-assign]
+    # Starlette lets HEAD into a GET route it made itself; every other route here is GET only.
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.path == app.openapi_url and route.methods:
+            route.methods.discard("HEAD")
 
 
 def build(app: FastAPI) -> Doc:

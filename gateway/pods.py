@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from pods_api.core.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.core.runtime import Core
-from pods_api.core.status import InvalidArgument, NotFound
+from pods_api.core.status import InvalidArgument, NotFound, quote
 from pods_api.core.view import View, parse_view
 from pods_api.gateway import formats, openapi
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
@@ -95,7 +95,7 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
             try:
                 return int(value)
             except ValueError:
-                raise InvalidArgument(f"{name} {value!r} is not a revision") from None
+                raise InvalidArgument(f"{name} {quote(value)} is not a revision") from None
     return None
 
 
@@ -159,7 +159,7 @@ def router(core: Core) -> APIRouter:
     ) -> Response:
         pod = core.cache.get(uid)
         if pod is None:
-            raise NotFound(f"pod {uid!r} not found")
+            raise NotFound(f"pod {quote(uid)} not found")
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
 
@@ -181,7 +181,7 @@ def router(core: Core) -> APIRouter:
     ) -> Response:
         hits = find(core.cache, LookupKey(name=(namespace, name)))
         if not hits:
-            raise NotFound(f"pod {namespace}/{name} not found")
+            raise NotFound(f"pod {quote(f'{namespace}/{name}')} not found")
         # Two sources can serve one name under two UIDs; the lowest UID answers, as List orders.
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)

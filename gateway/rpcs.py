@@ -22,6 +22,7 @@ from pods_api.core.metrics import Metrics
 from pods_api.core.runtime import Core
 from pods_api.gateway import formats
 from pods_api.gateway.errors import Code, code_of_number
+from pods_api.gateway.params import known_parameters
 
 LIST, GET, WATCH, LOOKUP = "ListPods", "GetPod", "WatchPods", "Lookup"
 # Query parameters that make `GET /v1/pods` a Lookup (by an index) rather than a List.
@@ -52,12 +53,13 @@ def wants_watch(request: Request) -> bool:
 
 def call_dependencies(core: Core, call: str | None) -> list[Dependency]:
     """What a route serving `call` (None: List, Watch or Lookup, as the request asks) depends on: its
-    name, then its refusal. Raises KeyError for a call the table lacks."""
+    name, its query parameters checked, then its refusal. Raises KeyError for a call the table lacks."""
     names = (call,) if call else (LIST, WATCH, LOOKUP)
     missing = [name for name in names if name not in core.calls.by_name]
     if missing:  # at start-up, not per request
         raise KeyError(f"not in the call table: {', '.join(missing)}")
-    return [Depends(name_call(call)), Depends(admission(core))]
+    # The call is named first, so a request refused for its parameters is still counted.
+    return [Depends(name_call(call)), Depends(known_parameters), Depends(admission(core))]
 
 
 def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:

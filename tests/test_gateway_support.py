@@ -22,7 +22,7 @@ from pods_api.core.cache import SourceSink
 from pods_api.core.config import Config
 from pods_api.core.pod import PodVersion
 from pods_api.core.runtime import Core, build_core
-from pods_api.core.sockets import bind_unix
+from pods_api.core.sockets import bind_unix, claim
 from pods_api.gateway.app import create_app
 
 # A safety net, not a synchronisation: every wait ends on an event long before this.
@@ -84,12 +84,16 @@ async def gateway_for(
     if synced:
         sink.mark_synced()
     path = tmp_path / "http.sock"
-    listener = bind_unix(path, 0o600, None)
-    async with serving(create_app(core), [listener]) as server, unix_client(path) as client:
-        try:
-            yield Gateway(core, sink, path, client, server)
-        finally:
-            core.cache.hub.stop()  # ends open watches, as the server does at shutdown
+    claimed = claim(path)
+    listener = bind_unix(claimed, 0o600, None)
+    try:
+        async with serving(create_app(core), [listener]) as server, unix_client(path) as client:
+            try:
+                yield Gateway(core, sink, path, client, server)
+            finally:
+                core.cache.hub.stop()  # ends open watches, as the server does at shutdown
+    finally:
+        claimed.release()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import grp
 import json
+import logging
 import os
 import socket
 import stat
@@ -28,8 +29,8 @@ from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
 
 from pods_api.core.codec import pod_from_bytes, pod_to_bytes
-from pods_api.core.grpc.requests import ThrottledLog
 from pods_api.core.pb import pods_doc_pb2, pods_doc_pb2_grpc, pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
+from pods_api.core.ratelimit import ThrottledLog
 
 MASK = "x-kubernetes-fieldmask"
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
@@ -187,7 +188,9 @@ def test_the_unparsable_request_log_is_one_line_per_period_with_a_count(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     now = [100.0]
-    throttled = ThrottledLog(every=10.0, clock=lambda: now[0])
+    throttled = ThrottledLog(
+        logging.getLogger("pods_api.core.grpc.requests"), every=10.0, clock=lambda: now[0]
+    )
     with caplog.at_level("WARNING", logger="pods_api.core.grpc.requests"):
         for _ in range(5):
             throttled.warning("unparsable request")
@@ -450,7 +453,7 @@ def test_a_second_server_on_a_live_socket_is_refused(server: Served, fixtures: P
         timeout=TIMEOUT,
     )
     assert second.returncode == 1
-    assert f"a server is already answering on {server.socket}" in second.stderr
+    assert f"a server is already serving {server.socket} (it holds {server.socket}.lock)" in second.stderr
     assert "Traceback" not in second.stderr
     with grpc.insecure_channel(server.target) as ch:  # the first one is untouched
         assert (

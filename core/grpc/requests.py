@@ -5,20 +5,16 @@ UNKNOWN and a traceback per request, which anyone on the socket could turn into 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
+from pods_api.core.ratelimit import ThrottledLog
 from pods_api.core.status import Internal
 
 log = logging.getLogger(__name__)
-
-# At most one log line per this many seconds about unparsable requests: enough to notice a broken
-# client, too few for one in a loop to fill a disk.
-LOG_EVERY = 10.0
 
 
 class _Parses(Protocol):
@@ -37,27 +33,7 @@ class Unparsable:
         return Internal(f"grpc: error unmarshalling request: {self.detail}")
 
 
-class ThrottledLog:
-    """One warning per `every` seconds; the next says how many were left out in between."""
-
-    def __init__(self, every: float = LOG_EVERY, clock: Callable[[], float] = time.monotonic) -> None:
-        self._every = every
-        self._clock = clock
-        self._next = 0.0
-        self._suppressed = 0
-
-    def warning(self, message: str) -> None:
-        now = self._clock()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        if self._suppressed:
-            message += f" ({self._suppressed} more since the last such line)"
-        log.warning("%s", message)
-        self._next, self._suppressed = now + self._every, 0
-
-
-_UNPARSABLE_LOG = ThrottledLog()
+_UNPARSABLE_LOG = ThrottledLog(log)
 
 
 def parser(message: type[_Parses]) -> Callable[[bytes], object]:

@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from pods_api.core import limits
 from pods_api.core.cache import PodCache
 from pods_api.core.calls import Calls
 from pods_api.core.grpc import lookup, reflection
@@ -62,7 +63,7 @@ def create_server(core: Core) -> grpc.aio.Server:
     port."""
     cache = core.cache
     interceptors = [MetricsInterceptor(core.metrics, core.calls), AdmissionInterceptor(core)]
-    server = grpc.aio.server(interceptors=interceptors)
+    server = grpc.aio.server(interceptors=interceptors, options=limits.grpc_options(core.config))
     service = PodsService(cache, core.streams)
     extension = lookup.handlers(lookup.LookupService(cache, core.streams))
     _check_table(core.calls, lookup.SERVICE, lookup.METHODS)

@@ -22,7 +22,7 @@ from pods_api.core.cache import PodCache, Snapshot
 from pods_api.core.fieldmask import parse_mask
 from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.pod import PodVersion
-from pods_api.core.status import InvalidArgument, NotFound
+from pods_api.core.status import InvalidArgument, NotFound, quote
 from pods_api.core.stream import Encoding, WatchStreams
 from pods_api.core.view import View
 from pods_api.core.watch import EventType
@@ -75,7 +75,7 @@ class PodsService:
         view = await _view(context)
         pod = self._cache.get(request.podUID)
         if pod is None:
-            raise NotFound(f"pod {request.podUID!r} not found")
+            raise NotFound(f"pod {quote(request.podUID)} not found")
         return pod.masked(view).get_response
 
     def watch_handler(self, contract: Contract) -> Callable[..., AsyncIterator[bytes]]:

@@ -1,0 +1,109 @@
+"""The gateway's HTTP/1.1 connections: uvicorn's h11 protocol, with what a socket that any agent
+can open needs (core/limits.py says why each limit and what value):
+
+- a request head must arrive within the header timeout, on a new connection and on every
+  keep-alive request after the first (uvicorn's keep-alive timeout only covers idleness, and a
+  client dribbling a header byte every few seconds resets it);
+- at most `max_connections` open at once: one more is answered 503 and closed at once, so the
+  descriptor limit is never reached;
+- a request whose body turns out malformed (a bad chunk) while the app is answering it ends
+  that connection quietly, instead of uvicorn answering 400 under the app's feet and logging
+  "Exception in ASGI application".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from pods_api.core.limits import DEFAULT_HEADER_TIMEOUT, MAX_CONNECTIONS_CEILING
+from pods_api.core.ratelimit import ThrottledLog
+from pods_api.gateway.errors import Code, error_body
+
+log = logging.getLogger(__name__)
+
+# A connection over the cap gets this much of an answer before it is closed: a client that
+# reads it knows to retry later rather than suspect the network.
+_RETRY_AFTER = 1
+_FULL_BODY = error_body(Code.UNAVAILABLE, "too many open connections; retry later", 503)
+FULL_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"grpc-status: %d\r\nretry-after: %d\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+    % (Code.UNAVAILABLE.number, _RETRY_AFTER, len(_FULL_BODY), _FULL_BODY)
+)
+_FULL_LOG = ThrottledLog(log)
+_SLOW_LOG = ThrottledLog(log)
+
+
+class GatewayConnection(H11Protocol):
+    """Configure with `configured(header_timeout, max_connections)`; uvicorn builds one per
+    connection with its own arguments."""
+
+    header_timeout: ClassVar[float] = DEFAULT_HEADER_TIMEOUT
+    max_connections: ClassVar[int] = MAX_CONNECTIONS_CEILING
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_cycle: object = None
+
+    @classmethod
+    def configured(cls, header_timeout: float, max_connections: int) -> type[GatewayConnection]:
+        attributes = {"header_timeout": header_timeout, "max_connections": max_connections}
+        return type(cls.__name__, (cls,), attributes)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.max_connections:
+            _FULL_LOG.warning(f"refused an HTTP connection: {self.max_connections} are open (the cap)")
+            self.transport = transport  # connection_lost runs on it
+            transport.write(FULL_RESPONSE)
+            transport.close()
+            return
+        super().connection_made(transport)
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._await_head()  # the next request on a keep-alive connection has begun
+        super().data_received(data)
+        if self._head_timer is not None and self.cycle is not self._head_cycle:
+            self._stop_waiting()  # its head is complete: the app has it
+
+    def send_400_response(self, msg: str) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            super().send_400_response(msg)  # a bad request head: nothing else answers it
+            return
+        # The app is answering this request; its body is broken. Whatever the app sends next
+        # is dropped (as for a client that left), and the connection ends.
+        if not cycle.response_started:
+            super().send_400_response(msg)
+        else:
+            self.transport.close()
+        cycle.disconnected = True
+        cycle.message_event.set()
+
+    def _await_head(self) -> None:
+        self._stop_waiting()
+        self._head_cycle = self.cycle
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
+
+    def _stop_waiting(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            _SLOW_LOG.warning(
+                f"closed an HTTP connection that sent no request head within {self.header_timeout:g} s"
+            )
+            self.transport.close()
