@@ -131,14 +131,14 @@ async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Serve
     try:
         with sockets.private_umask():
             try:
-                bound = server.add_insecure_port(f"unix:{config.socket}")
+                bound = server.add_insecure_port(f"unix:{claimed.staging}")
             except RuntimeError:  # grpc says why only on its own log
                 bound = 0
             if not bound:
                 raise StartupError(f"cannot listen on {config.socket}")
             await server.start()
-        claimed.bound()
-        sockets.secure(config.socket, config.socket_mode, config.socket_group)
+        sockets.secure(claimed.staging, config.socket_mode, config.socket_group)
+        claimed.publish()
     except BaseException:
         await server.stop(None)
         raise

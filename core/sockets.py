@@ -59,6 +59,19 @@ class Claim:
         st = self.path.lstat()
         self.inode = (st.st_dev, st.st_ino)
 
+    @property
+    def staging(self) -> Path:
+        """Where a server that deletes its socket path on exit (grpc core does, whoever's file
+        is there by then) binds: `publish` then renames the bound socket to `path`, and the
+        server's own unlink finds nothing."""
+        return staging_path(self.path)
+
+    def publish(self) -> None:
+        """Move the socket bound at `staging` (mode and group already set) to `path` in one
+        step, and record it as ours."""
+        os.replace(self.staging, self.path)
+        self.bound()
+
     def release(self) -> None:
         """Remove our socket file (only if it is still ours) and let go of the lock."""
         with contextlib.suppress(FileNotFoundError):
@@ -210,9 +223,14 @@ def bind_unix(claimed: Claim, mode: int, group: str | None) -> socket.socket:
     return sock
 
 
+def staging_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}")
+
+
 def check_path(path: Path, flag: str) -> None:
-    """Raises ValueError for a path no UNIX socket can have (grpc would fail obscurely later)."""
-    size = len(os.fsencode(path))
+    """Raises ValueError for a path no UNIX socket can have (grpc would fail obscurely later);
+    counts the staging name beside it, with room for any pid."""
+    size = len(os.fsencode(path)) + len(".") + len(".4194304")
     if size > MAX_PATH_BYTES:
         raise ValueError(
             f"{flag} {_short(str(path))}: {size} bytes long; a UNIX socket path has at most {MAX_PATH_BYTES}"
@@ -251,7 +269,7 @@ def bind_tcp(host: str, port: int) -> socket.socket:
         sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     except BaseException:
         sock.close()
         raise

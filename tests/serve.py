@@ -87,14 +87,18 @@ class Served:
         self._queue.put(None)
 
 
-def start(run_dir: Path, *args: str, wait: str | None = SERVING_LINE) -> Served:
-    cmd = [PODS_API, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
+def start(
+    run_dir: Path, *args: str, wait: str | None = SERVING_LINE, prefix: tuple[str, ...] = (), umask: int = -1
+) -> Served:
+    """`prefix` runs the command under another (prlimit, setpriv); `umask` sets the process's."""
+    cmd = [*prefix, PODS_API, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
     proc = subprocess.Popen(
         cmd,
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        umask=umask,
     )
     served = Served(proc, run_dir)
     served._reader = threading.Thread(target=served._pump, daemon=True)
@@ -105,8 +109,10 @@ def start(run_dir: Path, *args: str, wait: str | None = SERVING_LINE) -> Served:
 
 
 @contextlib.contextmanager
-def serving(run_dir: Path, *args: str, ready: bool = True) -> Iterator[Served]:
-    served = start(run_dir, *args)
+def serving(
+    run_dir: Path, *args: str, ready: bool = True, prefix: tuple[str, ...] = (), umask: int = -1
+) -> Iterator[Served]:
+    served = start(run_dir, *args, prefix=prefix, umask=umask)
     try:
         if ready:
             served.wait_ready()

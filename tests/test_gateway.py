@@ -265,6 +265,37 @@ async def test_bad_query_parameter_is_invalid_argument(gateway: Gateway) -> None
     assert_error(await gateway.client.get("/v1/pods", params={"watch": "sometimes"}), Code.INVALID_ARGUMENT)
 
 
+@pytest.mark.parametrize(
+    ("path", "params", "named"),
+    [
+        ("/v1/pods", {"namespace": "default"}, "'namespace'"),
+        ("/v1/pods", {"fields": "status.phase", "feilds": "spec"}, "'feilds'"),
+        ("/v1/pods", {"watch": "true", "since": "5"}, "'since'"),
+        ("/v1/pods/uid-a", {"watch": "true"}, "'watch'"),
+        ("/healthz", {"verbose": "1"}, "'verbose'"),
+        ("/metrics", {"name[]": "x"}, "'name[]'"),
+    ],
+)
+async def test_an_unknown_query_parameter_is_400_naming_it(
+    gateway: Gateway, path: str, params: dict[str, str], named: str
+) -> None:
+    """Never ignored: `?namespace=default` quietly answered every pod."""
+    error = assert_error(await gateway.client.get(path, params=params), Code.INVALID_ARGUMENT)
+    assert f"unknown query parameter {named}" in error["message"]
+
+
+async def test_the_allowed_parameters_are_the_ones_each_route_declares(gateway: Gateway) -> None:
+    error = assert_error(await gateway.client.get("/v1/pods", params={"x": "1"}), Code.INVALID_ARGUMENT)
+    assert error["message"].endswith("(this path takes: fields, pretty, resourceVersion, watch)")
+    error = assert_error(await gateway.client.get("/readyz", params={"x": "1"}), Code.INVALID_ARGUMENT)
+    assert error["message"].endswith("(this path takes: none)")
+    many = {f"p{i}": "1" for i in range(50)}
+    error = assert_error(await gateway.client.get("/v1/pods", params=many), Code.INVALID_ARGUMENT)
+    assert "and 45 more" in error["message"]
+    ok = await gateway.client.get("/v1/pods", params={"fields": "status.phase", "pretty": "true"})
+    assert ok.status_code == 200
+
+
 async def test_a_bug_is_a_500_internal_that_reveals_nothing(
     gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -353,7 +353,10 @@ async def test_not_ready_is_failed_precondition_on_every_method(tmp_path: Path, 
 
 
 async def test_health_turns_serving_when_sources_sync(tmp_path: Path, fixtures: Path) -> None:
-    with serving(tmp_path / "run", "--fixtures", str(fixtures), "--ready-delay", "1", ready=False) as served:
+    # A hold long enough that a loaded machine still connects before it ends (a 1 s hold was
+    # sometimes over before the first read, and NOT_SERVING was never seen); the test does not
+    # wait for it: it ends the moment SERVING arrives.
+    with serving(tmp_path / "run", "--fixtures", str(fixtures), "--ready-delay", "5", ready=False) as served:
         async with grpc.aio.insecure_channel(served.target) as ch:
             updates = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service="Pods"))
             seen = [(await updates.read()).status]
