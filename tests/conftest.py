@@ -17,6 +17,17 @@ settings.load_profile("pods-api")
 SHARED_K8S = Path(__file__).resolve().parents[2] / "shared" / "k8s"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pods-api")
+    group.addoption(
+        "--seeds",
+        type=int,
+        default=2,
+        help="seeds for the randomized invariant driver (tests/test_invariant.py); a few run by default",
+    )
+    group.addoption("--first-seed", type=int, default=0, help="the first of those seeds")
+
+
 def shared_vectors() -> list[dict[str, Any]]:
     path = SHARED_K8S / "pod-vectors.json"
     if not path.exists():
