@@ -32,7 +32,12 @@ from pods_api.core.config import (
     HTTP_SOCKET_NAME,
     Config,
 )
-from pods_api.core.limits import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, MAX_CONNECTIONS_CEILING
+from pods_api.core.limits import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_SEND_TIMEOUT,
+    MAX_CONNECTIONS_CEILING,
+)
 from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from pods_api.core.sources import SourceContext, registry
 
@@ -131,6 +136,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"close a connection with nothing in flight this long (default {DEFAULT_IDLE_TIMEOUT:g})",
     )
     add(
+        "--send-timeout",
+        type=_positive,
+        default=DEFAULT_SEND_TIMEOUT,
+        metavar="SECONDS",
+        help=f"end a watch whose client has taken nothing this long (default {DEFAULT_SEND_TIMEOUT:g})",
+    )
+    add(
         "--max-connections",
         type=_positive_int,
         metavar="N",
@@ -195,6 +207,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         sources=functools.partial(registry.from_args, args),
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
+        send_timeout=args.send_timeout,
         max_connections=args.max_connections,
     )
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pods_api.core.limits import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT
+from pods_api.core.limits import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_SEND_TIMEOUT
 from pods_api.core.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from pods_api.core.sources import Source, SourceContext
 
@@ -42,6 +42,7 @@ class Config:
     heartbeat: float = 15.0
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    send_timeout: float = DEFAULT_SEND_TIMEOUT
     max_connections: int | None = None  # per surface; None: from the descriptor limit (core/limits.py)
     # Builds the pod sources (the command line checked that it can); see core/sources/registry.py.
     sources: Callable[[SourceContext], list[Source]] = lambda context: []

@@ -31,6 +31,10 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 # An idle keep-alive connection costs a descriptor; agents that poll reconnect in microseconds
 # over a UNIX socket, so a minute of idleness means it is abandoned.
 DEFAULT_IDLE_TIMEOUT = 60.0
+# A watch stream whose client has taken nothing for this long is ended (gRPC) or given its final
+# ERROR event and closed (SSE): by then its watcher is cut off, and the connection, its buffers
+# and its place among the open watches must be freed too.
+DEFAULT_SEND_TIMEOUT = 30.0
 # Descriptors kept back from the connection caps: source files and their watches, the metrics
 # listener, grpc's own pipes and epoll, the lock files, logs.
 RESERVED_DESCRIPTORS = 128

@@ -22,6 +22,10 @@ from pods_api.core.lru import LRU
 from pods_api.core.pb import k8s_core_v1_pb2
 from pods_api.core.view import View
 
+# The largest pod the sources accept, encoded (protobuf): the API server's own limit on an
+# object (etcd's default request size, 1.5 MiB). Every Get and watch event then fits in a
+# default gRPC client's 4 MiB receive limit; a List of many pods may not (README: Limits).
+MAX_POD_BYTES = 1536 * 1024
 # Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
 # client cycling through masks from holding memory per pod.
 MASKED_PER_POD = 8

@@ -101,7 +101,9 @@ class Watcher:
         return event
 
     def close(self) -> None:
+        """The stream that read this watcher has ended: its place among the open watches frees."""
         self._hub._watchers.discard(self)
+        self._hub._open.discard(self)
 
     def _offer(self, events: list[PodEvent]) -> None:
         if self._ended is not None:
@@ -140,7 +142,9 @@ class Watcher:
         self._queue.clear()
         self._ended = reason
         self._wakeup.set()
-        self.close()
+        # No more events; but its stream still holds a place until it ends (close): a client that
+        # reads nothing must not hold a stream past the limit after being cut off.
+        self._hub._watchers.discard(self)
         if isinstance(reason, FellBehind):
             self._hub.on_drop(reason.dropped)
 
@@ -158,20 +162,23 @@ class WatchHub:
         self.max_watchers = max_watchers
         # Told how many events a cut-off watcher lost; the server points it at a metric.
         self.on_drop: Callable[[int], None] = lambda dropped: None
-        self._watchers: set[Watcher] = set()
+        self._watchers: set[Watcher] = set()  # getting events
+        self._open: set[Watcher] = set()  # whose streams have not ended: what max_watchers caps
         self._stopped = False
 
     def __len__(self) -> int:
-        return len(self._watchers)
+        """Open watches: those getting events, and those cut off whose streams have not ended."""
+        return len(self._open)
 
     def subscribe(self) -> Watcher:
         """A new watcher; raises TooManyWatchers, or ServerStopping once stop() was called."""
         if self._stopped:
             raise ServerStopping()
-        if len(self._watchers) >= self.max_watchers:
+        if len(self._open) >= self.max_watchers:
             raise TooManyWatchers(f"{self.max_watchers} watches are open; the limit is reached")
         watcher = Watcher(self, self.capacity, self.grace)
         self._watchers.add(watcher)
+        self._open.add(watcher)
         return watcher
 
     def publish(self, events: list[PodEvent]) -> None:

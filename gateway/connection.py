@@ -6,6 +6,10 @@ can open needs (core/limits.py says why each limit and what value):
   client dribbling a header byte every few seconds resets it);
 - at most `max_connections` open at once: one more is answered 503 and closed at once, so the
   descriptor limit is never reached;
+- a streaming response (SSE) whose client has read nothing for the send timeout can still end
+  with its last words (`LAST_WORDS` in the scope's extensions): the final ERROR event is queued
+  behind what the client has not read, past flow control, and the connection is closed once it
+  is read, or aborted LINGER seconds later if it never is;
 - a request whose body turns out malformed (a bad chunk) while the app is answering it ends
   that connection quietly, instead of uvicorn answering 400 under the app's feet and logging
   "Exception in ASGI application".
@@ -14,10 +18,12 @@ can open needs (core/limits.py says why each limit and what value):
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any, ClassVar
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from pods_api.core.limits import DEFAULT_HEADER_TIMEOUT, MAX_CONNECTIONS_CEILING
 from pods_api.core.ratelimit import ThrottledLog
@@ -34,6 +40,12 @@ FULL_RESPONSE = (
     b"grpc-status: %d\r\nretry-after: %d\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
     % (Code.UNAVAILABLE.number, _RETRY_AFTER, len(_FULL_BODY), _FULL_BODY)
 )
+# The scope extension a streaming response calls to end with a final chunk its client may not
+# read for a while: `await`-free, it queues the bytes and ends the response.
+LAST_WORDS = "pods_api.last_words"
+# How long last words wait to be read before the connection is dropped: as long again as the
+# client was given to read anything at all.
+LINGER = 30.0
 _FULL_LOG = ThrottledLog(log)
 _SLOW_LOG = ThrottledLog(log)
 
@@ -75,6 +87,28 @@ class GatewayConnection(H11Protocol):
         super().data_received(data)
         if self._head_timer is not None and self.cycle is not self._head_cycle:
             self._stop_waiting()  # its head is complete: the app has it
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is not None and cycle is not before:  # a request just began; its app has not run
+            extensions: dict[str, Any] = cycle.scope.setdefault("extensions", {})
+            extensions[LAST_WORDS] = functools.partial(self._last_words, cycle)
+
+    def _last_words(self, cycle: RequestResponseCycle, data: bytes) -> bool:
+        """End `cycle`'s streaming response with `data`, without waiting for the client to make
+        room; False if the response cannot take it any more."""
+        if cycle is not self.cycle or not cycle.response_started or cycle.response_complete:
+            return False
+        if self.transport.is_closing():
+            return False
+        self.transport.write(self.conn.send(h11.Data(data=data)) + self.conn.send(h11.EndOfMessage()))
+        cycle.response_complete = True
+        cycle.keep_alive = False
+        self.transport.close()  # after the buffered bytes are written
+        self.loop.call_later(LINGER, self.transport.abort)
+        return True
 
     def send_400_response(self, msg: str) -> None:
         cycle = self.cycle

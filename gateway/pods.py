@@ -135,7 +135,9 @@ def router(core: Core) -> APIRouter:
                     "(watch with labelSelector or fieldSelector)"
                 )
             opened = open_watch(core.streams, view, resume_revision(last_event_id, resource_version))
-            return WatchResponse(stream(opened, request.scope), opened, core.config.heartbeat)
+            return WatchResponse(
+                stream(opened, request.scope), opened, core.config.heartbeat, core.config.send_timeout
+            )
         fmt = formats.choose(request.headers.get("accept"), pretty)
         if call == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)

@@ -31,20 +31,20 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from pods_api.core.pod import PodVersion
+from pods_api.core.ratelimit import ThrottledLog
 from pods_api.core.stream import Encoding, Watch, WatchStreams
 from pods_api.core.view import View
 from pods_api.core.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
 from pods_api.gateway.assemble import pod_bytes
+from pods_api.gateway.connection import LAST_WORDS
 from pods_api.gateway.errors import ApiError, Code, error_body
-from pods_api.gateway.rpcs import end_stream
+from pods_api.gateway.rpcs import OUTCOME_KEY, end_stream
 
 log = logging.getLogger(__name__)
 
-# A client whose socket has not taken a byte for this long is gone or stuck; its watcher is
-# already cut off by then (it fell behind), this frees the connection too.
-SEND_TIMEOUT = 30.0
 # A watch slot frees only when another watch ends: retrying every second is pointless.
 WATCH_LIMIT_RETRY_AFTER = 5.0
+_STALLED_LOG = ThrottledLog(log)
 _SYNCED = b"{}"
 _RESUMED = b'{"resumed":true}'
 
@@ -100,13 +100,15 @@ class WatchResponse(EventSourceResponse):
     """An event stream that always lets go of its watcher, however the response ends (even if
     the stream never starts, e.g. the client left before the first byte)."""
 
-    def __init__(self, content: AsyncIterator[bytes], watch: Watch, heartbeat: float) -> None:
+    def __init__(
+        self, content: AsyncIterator[bytes], watch: Watch, heartbeat: float, send_timeout: float
+    ) -> None:
         super().__init__(
             content,
             ping=heartbeat,
             sep="\n",
             ping_message_factory=lambda: ServerSentEvent(comment="heartbeat", sep="\n"),
-            send_timeout=SEND_TIMEOUT,
+            send_timeout=send_timeout,
         )
         self._watch = watch
 
@@ -114,6 +116,17 @@ class WatchResponse(EventSourceResponse):
         try:
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
-            log.warning("closing a watch whose client took nothing for %.0f s", SEND_TIMEOUT)
+            self._watch.close()
+            # The client has read nothing for the send timeout: its watcher is cut off. It still
+            # hears why, after what it has not read yet (the server's connection class queues
+            # the ERROR past flow control); an ASGI server without that just drops it.
+            scope[OUTCOME_KEY] = Code.RESOURCE_EXHAUSTED
+            message = f"took nothing for {self.send_timeout:g} s; fell behind: list and watch again"
+            last_words = scope.get("extensions", {}).get(LAST_WORDS)
+            told = last_words is not None and last_words(error_frame(Code.RESOURCE_EXHAUSTED, message))
+            _STALLED_LOG.warning(
+                f"ending a watch whose client took nothing for {self.send_timeout:g} s"
+                + ("" if told else "; it could not be told")
+            )
         finally:
             self._watch.close()

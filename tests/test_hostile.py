@@ -25,6 +25,7 @@ import yaml
 from samples import make_pod
 from serve import PODS_API, TIMEOUT, Served, serving, start
 
+from pods_api.core.codec import pod_from_bytes
 from pods_api.core.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
 
 UIDS = ("uid-a", "uid-b", "uid-c")
@@ -417,3 +418,181 @@ def test_head_is_405_on_every_route_openapi_included(tmp_path: Path, fixtures: P
                 response = client.head("http://localhost" + path)
                 assert response.status_code == 405, path
                 assert response.headers["allow"] == "GET"
+
+
+# -- defect 2: how big a pod may get -----------------------------------------------------------
+
+
+def test_a_yaml_alias_bomb_in_bytes_is_refused_before_it_becomes_a_pod() -> None:
+    """Few values, each a long string: counting values let a 100 KB file become a 20 MB pod."""
+    from pods_api.core.sources.loader import MAX_EXPANDED_BYTES, ManifestError, parse_documents
+
+    text = (
+        "a: &a "
+        + "x" * 50_000
+        + "\nb: &b ["
+        + ", ".join(["*a"] * 100)
+        + "]\nc: ["
+        + ", ".join(["*b"] * 10)
+        + "]\n"
+    )
+    assert len(text) < 100_000
+    with pytest.raises(ManifestError) as err:
+        parse_documents(text.encode(), "bomb.yaml")
+    assert (
+        str(err.value) == f"bomb.yaml: over {MAX_EXPANDED_BYTES} bytes of text once YAML aliases are expanded"
+    )
+
+
+def _big_pod(uid: str, size: int) -> dict[str, object]:
+    pod = {"apiVersion": "v1", "kind": "Pod", **make_pod(f"big-{uid}", uid)}
+    pod["metadata"]["annotations"] = {"example.com/blob": "z" * size}  # type: ignore[index]
+    return pod
+
+
+def test_a_pod_over_the_size_limit_is_refused_and_the_others_are_served(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """An 8 MiB field made every default gRPC client's List fail with RESOURCE_EXHAUSTED."""
+    from pods_api.core.pod import MAX_POD_BYTES
+
+    (fixtures / "huge.yaml").write_text(yaml.safe_dump(_big_pod("uid-huge", 2 * 1024 * 1024)))
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        line = served.wait_for_line("huge.yaml")
+        assert "pod shop/big-uid-huge' is " in line or "pod 'shop/big-uid-huge' is " in line
+        assert f"over the {MAX_POD_BYTES} byte limit per pod" in line
+        assert list_pods(served) == 3  # with a default client: every Get, event and this List fit
+
+
+def test_a_list_over_4_mib_needs_a_client_with_a_larger_receive_limit(tmp_path: Path, fixtures: Path) -> None:
+    """What README says happens: each pod fits, the List as a whole does not fit a default client."""
+    for i in range(4):
+        (fixtures / f"big-{i}.yaml").write_text(yaml.safe_dump(_big_pod(f"uid-big-{i}", 1_200_000)))
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        with grpc.insecure_channel(served.target) as channel, pytest.raises(grpc.RpcError) as err:
+            pods_v1alpha1_pb2_grpc.PodsStub(channel).ListPods(pods_v1alpha1_pb2.ListPodsRequest())
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        with grpc.insecure_channel(served.target, options=options) as channel:
+            reply = pods_v1alpha1_pb2_grpc.PodsStub(channel).ListPods(pods_v1alpha1_pb2.ListPodsRequest())
+        assert len(reply.pods) == 7
+        assert http_get(served, "/v1/pods").status_code == 200  # HTTP has no such limit
+
+
+# -- defects 3 and 8: clients that stop reading ------------------------------------------------
+
+
+def _flood(fixtures: Path, served: Served, rounds: int, size: int = 100_000) -> None:
+    """Rewrite five big pods `rounds` times, each round seen by a reading watcher before the next
+    (so every round is events, not one change coalesced): megabytes a stuck client never takes."""
+    with grpc.insecure_channel(served.target) as channel:
+        watch = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(
+            pods_v1alpha1_pb2.WatchPodsRequest(), metadata=[("x-kubernetes-fieldmask", "metadata.labels")]
+        )
+        events = iter(watch)
+        while next(events).type != 3:  # INITIAL_SYNC_COMPLETE
+            pass
+        for r in range(rounds):
+            for i in range(5):
+                pod = _big_pod(f"uid-flood-{i}", size)
+                pod["metadata"]["labels"]["round"] = str(r)  # type: ignore[index]
+                tmp = fixtures / f".flood-{i}.tmp"
+                tmp.write_text(yaml.safe_dump(pod))
+                os.replace(tmp, fixtures / f"flood-{i}.yaml")
+            seen: set[str] = set()
+            while len(seen) < 5:
+                event = next(events)
+                labels = pod_from_bytes(event.pod)["metadata"].get("labels", {})
+                if labels.get("round") == str(r):
+                    seen.add(labels["app"])
+        watch.cancel()
+
+
+NO_BDP = [("grpc.http2.bdp_probe", 0)]  # keep the client's flow-control window at 64 KiB
+
+
+def test_cut_off_grpc_streams_that_read_nothing_still_count_against_max_watchers(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """A cut-off freed the watcher slot while its stream stayed open: with --max-watchers 200,
+    1,200 streams were held. The cap is on open streams."""
+    args = (
+        "--fixtures",
+        str(fixtures),
+        "--max-watchers",
+        "3",
+        "--watch-buffer",
+        "2",
+        "--send-timeout",
+        "3600",
+    )
+    with serving(tmp_path / "run", *args) as served:
+        stuck = [grpc.insecure_channel(served.target, options=NO_BDP) for _ in range(2)]
+        try:
+            calls = [
+                pods_v1alpha1_pb2_grpc.PodsStub(ch).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+                for ch in stuck
+            ]
+            for call in calls:  # started (the snapshot is on its way), then never read again
+                assert call.initial_metadata() is not None
+            _flood(fixtures, served, rounds=4)  # seen by a third watch, so both are cut off by now
+            with grpc.insecure_channel(served.target) as channel:
+                stub = pods_v1alpha1_pb2_grpc.PodsStub(channel)
+                holder = stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+                assert next(iter(holder)).type == 0  # the third place
+                with pytest.raises(grpc.RpcError) as err:
+                    next(iter(stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())))
+                holder.cancel()
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "3 watches are open" in err.value.details()
+        finally:
+            for ch in stuck:
+                ch.close()
+
+
+def test_a_grpc_stream_that_reads_nothing_is_ended_after_the_send_timeout(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    args = ("--fixtures", str(fixtures), "--max-watchers", "2", "--watch-buffer", "2", "--send-timeout", "1")
+    with serving(tmp_path / "run", *args) as served:
+        channel = grpc.insecure_channel(served.target, options=NO_BDP)
+        try:
+            call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+            assert call.initial_metadata() is not None
+            _flood(fixtures, served, rounds=6)
+            served.wait_for_line("ending a gRPC watch whose client took nothing for 1 s")
+            with grpc.insecure_channel(served.target) as fresh:  # its place is free again
+                first = next(
+                    iter(
+                        pods_v1alpha1_pb2_grpc.PodsStub(fresh).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+                    )
+                )
+                assert first.type == 0
+        finally:
+            channel.close()
+    assert_no_traceback(served)
+
+
+def test_an_sse_client_stalled_past_the_send_timeout_still_gets_its_final_error(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """It used to be dropped ("ASGI callable returned without completing response"), where the
+    README promises a final ERROR event."""
+    args = ("--fixtures", str(fixtures), "--send-timeout", "1", "--watch-buffer", "2")
+    with serving(tmp_path / "run", *args) as served:
+        sock = connect(served.http_socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /v1/pods?watch=true HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        _flood(fixtures, served, rounds=6)
+        served.wait_for_line("ending a watch whose client took nothing for 1 s")
+        stream = read_until_closed(sock)  # now it reads: everything, then the end
+        sock.close()
+        served.stop()
+    assert stream.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert stream.endswith(b"\r\n0\r\n\r\n"), stream[-200:]  # the chunked body ended properly
+    last_event = stream.rsplit(b"event: ", 1)[1]
+    assert last_event.startswith(b"ERROR\ndata: ")
+    assert b'"status":"RESOURCE_EXHAUSTED"' in last_event
+    assert "it could not be told" not in "".join(served.lines)
+    assert_no_traceback(served)
+    assert "ASGI callable returned without completing response" not in "".join(served.lines)

@@ -13,6 +13,8 @@ the status of a call: handlers raise domain errors (core/status.py), the interce
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from enum import Enum
 
@@ -20,12 +22,16 @@ import grpc
 
 from pods_api.core.cache import PodCache, Snapshot
 from pods_api.core.fieldmask import parse_mask
+from pods_api.core.limits import DEFAULT_SEND_TIMEOUT
 from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.pod import PodVersion
+from pods_api.core.ratelimit import ThrottledLog
 from pods_api.core.status import InvalidArgument, NotFound, quote
 from pods_api.core.stream import Encoding, WatchStreams
 from pods_api.core.view import View
 from pods_api.core.watch import EventType
+
+log = logging.getLogger(__name__)
 
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
 
@@ -59,9 +65,12 @@ def watch_encoding(contract: Contract) -> Encoding:
 class PodsService:
     """Answers List, Get and Watch from the cache. Both contracts share one instance."""
 
-    def __init__(self, cache: PodCache, streams: WatchStreams) -> None:
+    def __init__(
+        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> None:
         self._cache = cache
         self._streams = streams
+        self._send_timeout = send_timeout
         self._encodings = {contract: watch_encoding(contract) for contract in Contract}
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
@@ -83,11 +92,30 @@ class PodsService:
 
         async def watch_pods(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             # TooManyWatchers, ServerStopping, FellBehind carry their status (core/status.py).
+            # A frame handed to grpc returns here only once the client's flow control took it:
+            # a client that reads nothing would hold the stream (and its buffers) for ever, its
+            # watcher long cut off. So a send that takes longer than the send timeout ends the
+            # call (grpc resets the stream: the client sees CANCELLED, if it ever looks).
+            call = asyncio.current_task()
+            loop = asyncio.get_running_loop()
             with self._streams.open(await _view(context)) as watch:
                 async for frame in watch.frames(encoding):
-                    yield frame
+                    stalled = loop.call_later(self._send_timeout, _end_stalled, call, self._send_timeout)
+                    try:
+                        yield frame
+                    finally:
+                        stalled.cancel()
 
         return watch_pods
+
+
+_STALLED_LOG = ThrottledLog(log)
+
+
+def _end_stalled(call: asyncio.Task[object] | None, seconds: float) -> None:
+    _STALLED_LOG.warning(f"ending a gRPC watch whose client took nothing for {seconds:g} s")
+    if call is not None:
+        call.cancel()
 
 
 def list_response(snapshot: Snapshot, view: View) -> bytes:

@@ -24,8 +24,9 @@ import orjson
 import yaml
 
 from pods_api.core.codec import CodecError
-from pods_api.core.pod import PodVersion
+from pods_api.core.pod import MAX_POD_BYTES, PodVersion
 from pods_api.core.sources import ErrorCounter
+from pods_api.core.status import quote
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,10 @@ _YAMLLoader.yaml_implicit_resolvers = {
 # holds a few hundred thousand; more is an alias bomb or a loop (what Go's YAML decoder refuses
 # as "excessive aliasing"), and walking it would take the source's time without bound.
 MAX_EXPANDED_VALUES = 1_000_000
+# Bytes of strings (keys and values) a document may hold once its aliases are expanded: what a
+# file may hold at all. Without aliases no document gets near it; with them, a 1 MB file made a
+# 315 MB pod (counting values alone let it through: few values, each a long string).
+MAX_EXPANDED_BYTES = MAX_MANIFEST_BYTES
 
 
 def parse_documents(data: bytes, origin: str) -> list[Any]:
@@ -190,7 +195,7 @@ def _check_expansion(doc: Any, origin: str) -> None:
     """Refuse a document whose aliases expand beyond reason, or that refers to itself: YAML
     aliases share one object, so `[*a, *a, ...]` nested a few levels is small to load but
     enormous (or endless) to walk, and every reader of the pod walks it."""
-    budget = MAX_EXPANDED_VALUES
+    budget, size = MAX_EXPANDED_VALUES, 0
     stack = [doc]
     while stack:
         value = stack.pop()
@@ -201,8 +206,15 @@ def _check_expansion(doc: Any, origin: str) -> None:
             )
         if isinstance(value, dict):
             stack.extend(value.values())
+            size += sum(len(key) for key in value if isinstance(key, str))
         elif isinstance(value, list):
             stack.extend(value)
+        elif isinstance(value, str):
+            size += len(value)
+        if size > MAX_EXPANDED_BYTES:
+            raise ManifestError(
+                origin, f"over {MAX_EXPANDED_BYTES} bytes of text once YAML aliases are expanded"
+            )
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -268,6 +280,15 @@ def decode_pod(obj: dict[str, Any], where: str, origin: str, warnings: list[str]
         pod = PodVersion.from_json(obj, found)
     except CodecError as exc:
         raise ManifestError(origin, locate(where, str(exc))) from None
+    if len(pod.pb) > MAX_POD_BYTES:
+        name = quote(f"{pod.namespace}/{pod.name}", 253)
+        raise ManifestError(
+            origin,
+            locate(
+                where,
+                f"pod {name} is {len(pod.pb)} bytes encoded, over the {MAX_POD_BYTES} byte limit per pod",
+            ),
+        )
     warnings += [f"{origin}: {locate(where, w)}" for w in found]
     return pod
 
