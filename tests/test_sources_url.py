@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,72 @@ async def test_a_uid_another_source_gives_up_is_taken_at_the_next_poll(
         (EventType.DELETED, "web-fixture"),
         (EventType.ADDED, "web-node-1"),
     ]
+
+
+# -- secrets (issue 15, defect 6) ----------------------------------------------------------------
+
+
+async def test_a_token_in_the_query_string_is_sent_and_never_shown(
+    server: ManifestServer, harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was in every log line and in pods_api_source_synced{source="url:...?token=..."}."""
+    caplog.set_level(logging.DEBUG)
+    server.serve("", status=500)
+    url = f"{server.url}?token={TOKEN}&v=2"
+    s = ManifestURLSource(url, node_name="n", interval=INTERVAL, on_error=harness.on_error)
+    harness.launch(s)
+    request = await server.next_request()
+    assert TOKEN in request.path  # sent as given
+    assert "HTTP 500" in await harness.error("HTTP 500")
+    assert s.name == f"url:{server.url}?token=xxxxx&v=xxxxx"
+    assert TOKEN not in caplog.text
+
+
+async def test_a_header_value_from_a_file_is_read_at_each_poll_and_never_shown(
+    server: ManifestServer, harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    server.token = TOKEN
+    server.serve(dump(pod("web")))
+    s = source(server, harness, header_files=[("Authorization", token_file)])
+    token_file.write_text(f"Bearer {TOKEN}\n")
+    await harness.start(s)
+    assert (await server.next_request()).headers["Authorization"] == f"Bearer {TOKEN}"
+    token_file.write_text("Bearer rotated\n")  # the next poll sends the new one
+    while (await server.next_request()).headers["Authorization"] != "Bearer rotated":
+        pass
+    token_file.unlink()
+    error = await harness.error("cannot read")
+    assert (
+        error
+        == f"url:{server.url}: header Authorization: cannot read {token_file}: No such file or directory"
+    )
+    assert TOKEN not in caplog.text and "rotated" not in caplog.text
+
+
+def test_the_command_line_never_shows_a_credential(tmp_path: Path) -> None:
+    """Errors about a URL or a header file name them, never their secret parts."""
+    from serve import PODS_API
+
+    secret_file = tmp_path / "token"
+    secret_file.write_text("line one\nline two\n")
+
+    def serve(*args: str) -> str:
+        result = subprocess.run(
+            [PODS_API, "serve", "--run-dir", str(tmp_path / "run"), *args],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        assert result.returncode == 2
+        return result.stderr
+
+    err = serve("--manifest-url", "admin:hunter2@example.com/pods?token=SECRET")
+    assert "hunter2" not in err and "SECRET" not in err and "--manifest-url" in err
+    err = serve("--manifest-url", "ftp://example.com/pods?token=SECRET")
+    assert "SECRET" not in err and "must be an http:// or https:// URL" in err
+    err = serve(
+        "--manifest-url", "http://127.0.0.1:1/", "--manifest-url-header-file", f"X-Token: {tmp_path}/missing"
+    )
+    assert f"header X-Token: cannot read {tmp_path}/missing" in err

@@ -17,9 +17,12 @@ are never shown.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import re
 import ssl
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import httpx
 
@@ -28,6 +31,10 @@ from pods_api.core.sources.loader import MAX_MANIFEST_BYTES
 # How long one fetch may take in all (connecting, headers, the whole body): the kubelet's HTTP
 # source uses this client timeout, which in Go is a total deadline, not one between reads.
 FETCH_DEADLINE = 10.0
+# A header value read from a file (a token) is a line or two, never more.
+MAX_HEADER_FILE_BYTES = 64 * 1024
+# What a query value, a password or a header value is shown as.
+MASKED = "xxxxx"
 # The first retry after a failure; it doubles with each failure up to the poll interval.
 FIRST_RETRY = 1.0
 
@@ -54,6 +61,7 @@ class Poller:
         flag: str,
         interval: float,
         headers: Sequence[tuple[str, str]] = (),
+        header_files: Sequence[tuple[str, Path]] = (),
         auth: httpx.Auth | None = None,
         verify: ssl.SSLContext | bool = True,
         max_bytes: int = MAX_MANIFEST_BYTES,
@@ -70,6 +78,10 @@ class Poller:
             auth = httpx.BasicAuth(parsed.username, parsed.password)
         self._auth = auth
         self._headers = list(headers)
+        # Read at every fetch, so a rotated token is sent from the next poll on (as the kubelet
+        # re-reads its token files); a value given in a file is never on the command line, where
+        # any local user reads it from /proc/PID/cmdline.
+        self._header_files = list(header_files)
         self._verify = verify
         self.interval = interval
         self._max_bytes = max_bytes
@@ -106,6 +118,7 @@ class Poller:
     async def _fetch(self, client: httpx.AsyncClient) -> tuple[bytes | None, str | None]:
         """The body and its ETag; (None, etag) when the server says it is unchanged (304)."""
         request_headers = {"If-None-Match": self._etag} if self._etag else {}
+        request_headers.update(read_header_files(self._header_files))
         try:
             async with asyncio.timeout(self._deadline):
                 async with client.stream("GET", self._request_url, headers=request_headers) as response:
@@ -118,8 +131,9 @@ class Poller:
         except TimeoutError:
             raise PollError(f"no complete answer within {self._deadline:g}s") from None
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:  # InvalidURL: a redirect
-            # Never the request itself: its headers may hold tokens.
-            raise PollError(f"fetch failed: {type(exc).__name__}: {exc}") from None
+            # Never the request itself: its headers may hold tokens; and any URL in the message
+            # (a redirect's) has its password and query values masked.
+            raise PollError(f"fetch failed: {type(exc).__name__}: {scrub(str(exc))}") from None
 
     async def _read_body(self, response: httpx.Response) -> bytes:
         chunks: list[bytes] = []
@@ -154,7 +168,51 @@ def shown_url(url: str) -> str:
 
 
 def redacted(url: httpx.URL) -> str:
-    """The URL as logs may show it: a password in it is a credential."""
+    """The URL as logs, names and metric labels may show it: a password in it is a credential,
+    and so may be any query value (`?token=...`); parameter names stay, to tell URLs apart."""
     if url.password:
-        url = url.copy_with(username=url.username, password="xxxxx")
+        url = url.copy_with(username=url.username, password=MASKED)
+    if url.query:
+        url = url.copy_with(params=[(name, MASKED) for name, _ in url.params.multi_items()])
     return str(url)
+
+
+class _ScrubURLs(logging.Filter):
+    """httpx logs each request's full URL (at INFO, which the command line turns off); should
+    anyone turn it on, the URL still shows no password and no query value."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = scrub(record.getMessage()), ()
+        return True
+
+
+logging.getLogger("httpx").addFilter(_ScrubURLs())
+
+_URLS = re.compile(r"""https?://[^\s'"<>]+""")
+
+
+def scrub(text: str) -> str:
+    """`text` with every URL in it redacted."""
+    return _URLS.sub(lambda match: shown_url(match.group(0)), text)
+
+
+def read_header_files(files: Sequence[tuple[str, Path]]) -> dict[str, str]:
+    """Header values from files, stripped of surrounding white space; PollError naming the
+    header and the file, never the content."""
+    headers = {}
+    for name, path in files:
+        try:
+            with path.open("rb") as file:
+                data = file.read(MAX_HEADER_FILE_BYTES + 1)
+        except OSError as exc:
+            raise PollError(f"header {name}: cannot read {path}: {exc.strerror}") from None
+        if len(data) > MAX_HEADER_FILE_BYTES:
+            raise PollError(f"header {name}: {path} is over {MAX_HEADER_FILE_BYTES} bytes")
+        try:
+            value = data.decode().strip()
+        except UnicodeDecodeError:
+            raise PollError(f"header {name}: {path} is not UTF-8 text") from None
+        if any(ch in value for ch in "\r\n\0"):
+            raise PollError(f"header {name}: {path} holds more than one line")
+        headers[name] = value
+    return headers

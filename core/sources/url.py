@@ -4,20 +4,23 @@ The body is one Pod or a PodList (YAML or JSON) and gets the kubelet's static-po
 config.source "http". Polled every `interval` seconds by a `Poller` (ETag and 304, a body limit,
 a total deadline per fetch, jittered exponential backoff capped at the interval). A failed fetch
 or a body that does not decode keeps the last good pods. Header values are credentials: they
-appear in no name and no log line, and neither does a password in the URL.
+appear in no name and no log line, and neither does a password or a query value in the URL.
+A header's value may come from a file (`--manifest-url-header-file 'Name: PATH'`), read at each
+poll, so a token stays off the command line (any local user reads /proc/PID/cmdline).
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from pods_api.core import argtypes
 from pods_api.core.cache import SourceSink
 from pods_api.core.pod import PodVersion
 from pods_api.core.sources import ErrorCounter, Source, SourceContext
 from pods_api.core.sources.loader import KUBELET_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
-from pods_api.core.sources.poller import Poller, PollError, shown_url
+from pods_api.core.sources.poller import Poller, PollError, read_header_files, shown_url
 from pods_api.core.sources.staticpod import StaticPodRules
 
 FLAG = "--manifest-url"
@@ -34,10 +37,11 @@ class ManifestURLSource:
         *,
         node_name: str,
         headers: Sequence[tuple[str, str]] = (),
+        header_files: Sequence[tuple[str, Path]] = (),
         interval: float = DEFAULT_INTERVAL,
         on_error: ErrorCounter | None = None,
     ) -> None:
-        self._poller = Poller(url, flag=FLAG, interval=interval, headers=headers)
+        self._poller = Poller(url, flag=FLAG, interval=interval, headers=headers, header_files=header_files)
         self.url = url  # as given: part of generated uids, as with the kubelet
         self.name = url_source_name(url)
         self._rules = StaticPodRules(node_name, config_source="http")
@@ -108,6 +112,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="a header sent with every manifest URL request (repeatable)",
     )
     add(
+        "--manifest-url-header-file",
+        action="append",
+        default=[],
+        type=header_file,
+        metavar="'NAME: PATH'",
+        help="a header sent with every manifest URL request, its value read from PATH at each poll "
+        "(a token: kept off the command line; repeatable)",
+    )
+    add(
         "--manifest-url-interval",
         type=argtypes.positive,
         default=DEFAULT_INTERVAL,
@@ -116,12 +129,25 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def header_file(text: str) -> tuple[str, Path]:
+    """'Name: /path/to/file' for --manifest-url-header-file; the file must be readable now."""
+    name, sep, path = text.partition(":")
+    if not sep or not name.strip() or not path.strip():
+        raise argparse.ArgumentTypeError("expected 'Name: /path/to/file'")
+    try:
+        read_header_files([(name.strip(), Path(path.strip()))])
+    except PollError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name.strip(), Path(path.strip())
+
+
 def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
     return [
         ManifestURLSource(
             url,
             node_name=context.node_name,
             headers=args.manifest_url_header,
+            header_files=args.manifest_url_header_file,
             interval=args.manifest_url_interval,
             on_error=context.on_error,
         )
