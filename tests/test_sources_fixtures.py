@@ -195,3 +195,30 @@ async def test_status_timestamps_survive_yaml(tmp_path: Path, harness: Harness) 
     write(tmp_path / "a.yaml", text)
     pods = await start(harness, tmp_path)
     assert orjson.loads(pods["a"].json_bytes)["status"]["startTime"] == "2024-05-01T10:00:00Z"
+
+
+async def test_a_file_name_that_is_not_utf8_is_skipped_and_watching_goes_on(
+    tmp_path: Path,
+    harness: Harness,
+    caplog,  # type: ignore[no-untyped-def]
+) -> None:
+    """watchfiles raises on such a name; change notices used to stop for good (a 30 s relist
+    instead, and a log line that did not say why)."""
+    write(tmp_path / "a.yaml", dump(pod("a", uid="uid-a")))
+    await start(harness, tmp_path)
+
+    bad = tmp_path / os.fsdecode(b"bad-\xff.yaml")
+    bad.write_text(dump(pod("bad", uid="uid-bad")))
+    write(tmp_path / "b.yaml", dump(pod("b", uid="uid-b")))
+    event = await harness.event()  # by a change notice: the relist is far beyond the wait
+    assert (event.type, event.pod.name) == (EventType.ADDED, "b")
+    bad.write_text(dump(pod("bad", uid="uid-bad")) + "\n")  # it changes again
+    write(tmp_path / "c.yaml", dump(pod("c", uid="uid-c")))
+    event = await harness.event()
+    assert (event.type, event.pod.name) == (EventType.ADDED, "c")
+    assert harness.cache.get("uid-bad") is None
+    skipped = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert skipped == [
+        f"pod source fixtures:{tmp_path}: {tmp_path}: skipping the file bad-\\xff.yaml: its name is not UTF-8"
+    ]
+    assert "cannot watch" not in caplog.text

@@ -99,6 +99,7 @@ class DirectorySource:
         self._watch_problem: str | None = None
         # Files named by change notices since the last scan; None: look at every file.
         self._dirty: set[str] | None = None
+        self._skipped: list[str] = []  # names in the last listing that are not UTF-8
 
     # -- what subclasses decide ----------------------------------------------------------------
 
@@ -153,7 +154,11 @@ class DirectorySource:
             # name is not in this listing. Without a fresh listing, a rename would look like
             # DELETED now and ADDED on the next scan.
             dirty = None
-        warnings: list[str] = []
+        # A name that is not UTF-8 cannot be a name in a log line, a JSON log or an error: the
+        # file is skipped, said once while it is there, and the others are served and watched.
+        warnings = [
+            f"{self.path}: skipping the file {_shown_name(n)}: its name is not UTF-8" for n in self._skipped
+        ]
         for state in self._files.values():
             problem = state.read_error or state.decode_error
             if problem:
@@ -224,7 +229,8 @@ class DirectorySource:
             return {}, None
         except OSError as exc:
             raise ManifestError(origin, f"cannot list: {describe_os_error(exc)}") from None
-        files = {str(self.path / n): self.path / n for n in names if not self._ignored(n)}
+        self._skipped = [n for n in names if not _utf8(n)]
+        files = {str(self.path / n): self.path / n for n in names if _utf8(n) and not self._ignored(n)}
         return files, os.path.realpath(self.path)
 
     def _read(self, origin: str, path: Path, within: str | None, now: int, *, listed: bool) -> _Read | bool:
@@ -278,6 +284,11 @@ class DirectorySource:
             try:
                 await self._follow(roots, changed)
             except Exception as exc:
+                if _undecodable_name(exc):
+                    # watchfiles gives up on a name that is not UTF-8 (the scan skips that file,
+                    # with a warning): it was a change notice all the same; watch again at once.
+                    changed.set()
+                    continue
                 problem = f"cannot watch {self.path} (relisting every {self._resync:g}s instead): {exc}"
                 if problem != self._watch_problem:
                     log.warning("pod source %s: %s", self.name, problem)
@@ -335,6 +346,26 @@ def _stat_key(path: Path, now: int) -> _StatKey | None:
     if stat.S_ISLNK(link.st_mode):
         key += (link.st_ino, link.st_mtime_ns)
     return key
+
+
+def _utf8(name: str) -> bool:
+    """os.listdir hands a name that is not UTF-8 back with surrogate escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown_name(name: str) -> str:
+    """A name that is not UTF-8, as printable ASCII: its bytes, escaped."""
+    return repr(os.fsencode(name))[2:-1]
+
+
+def _undecodable_name(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_undecodable_name(inner) for inner in exc.exceptions)
+    return "Unable to decode path" in str(exc)
 
 
 def _watch_roots(path: Path) -> _Roots:
