@@ -165,6 +165,9 @@ class WatchHub:
         self._watchers: set[Watcher] = set()  # getting events
         self._open: set[Watcher] = set()  # whose streams have not ended: what max_watchers caps
         self._stopped = False
+        # Set by stop(): for streams that wait before they watch (an SSE client accepted before
+        # the sources synced), so they too end with UNAVAILABLE.
+        self.stopping = asyncio.Event()
 
     def __len__(self) -> int:
         """Open watches: those getting events, and those cut off whose streams have not ended."""
@@ -189,5 +192,6 @@ class WatchHub:
     def stop(self) -> None:
         """End every watch, and refuse new ones: the server is going away."""
         self._stopped = True
+        self.stopping.set()
         for watcher in list(self._watchers):
             watcher._end(ServerStopping())

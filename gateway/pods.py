@@ -12,6 +12,7 @@ and the cache belongs to the event loop.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
@@ -24,8 +25,8 @@ from pods_api.core.status import InvalidArgument, NotFound, quote
 from pods_api.core.view import View, parse_view
 from pods_api.gateway import formats, openapi
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
-from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, LOOKUP, WATCH, call_dependencies
-from pods_api.gateway.sse import WatchResponse, open_watch, stream
+from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, LOOKUP, WAITS_KEY, WATCH, call_dependencies
+from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
 
 FIELDS_DOC = (
     "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "
@@ -101,6 +102,14 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
 
 def router(core: Core) -> APIRouter:
     pods = APIRouter(tags=["pods"])
+    # Set while the pod sources have synced: what a watch accepted before then waits for.
+    synced = asyncio.Event()
+
+    def follow(ready: bool) -> None:
+        synced.set() if ready else synced.clear()
+
+    core.cache.on_readiness(follow)
+    follow(core.cache.ready)
 
     @pods.get(
         "/v1/pods",
@@ -134,10 +143,14 @@ def router(core: Core) -> APIRouter:
                     f"{CONTAINER_ID} and {POD_IP} look pods up once; they cannot be watched "
                     "(watch with labelSelector or fieldSelector)"
                 )
-            opened = open_watch(core.streams, view, resume_revision(last_event_id, resource_version))
-            return WatchResponse(
-                stream(opened, request.scope), opened, core.config.heartbeat, core.config.send_timeout
-            )
+            since = resume_revision(last_event_id, resource_version)
+            config = core.config
+            if request.scope.get(WAITS_KEY):
+                stopping = core.cache.hub.stopping
+                waiting = stream_when_synced(core.streams, synced, stopping, view, since, request.scope)
+                return WatchResponse(waiting, None, config.heartbeat, config.send_timeout)
+            opened = open_watch(core.streams, view, since)
+            return WatchResponse(stream(opened, request.scope), opened, config.heartbeat, config.send_timeout)
         fmt = formats.choose(request.headers.get("accept"), pretty)
         if call == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)

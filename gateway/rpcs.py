@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pods_api.core.calls import HTTP_API_VERSION, refusal
 from pods_api.core.metrics import Metrics
 from pods_api.core.runtime import Core
+from pods_api.core.status import FailedPrecondition
 from pods_api.gateway import formats
 from pods_api.gateway.errors import Code, code_of_number
 from pods_api.gateway.params import known_parameters
@@ -30,6 +31,8 @@ LOOKUP_PARAMETERS = ("containerID", "podIP")
 # Where a request carries its call and, for a stream, how the stream ended.
 CALL_KEY = "pods_api.call"
 OUTCOME_KEY = "pods_api.outcome"
+# Set on a watch accepted before the pod sources synced: its stream waits for them.
+WAITS_KEY = "pods_api.waits_for_sync"
 # Pydantic's true words: the typed `watch` parameter validates, this only names the call early.
 _TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
 
@@ -79,8 +82,14 @@ def admission(core: Core) -> Callable[[Request], Awaitable[None]]:
 
     async def admit(request: Request) -> None:
         refused = refusal(core.calls[request.scope[CALL_KEY]], core.limiter, core.cache)
-        if refused is not None:
-            raise refused
+        if refused is None:
+            return
+        if request.scope[CALL_KEY] == WATCH and isinstance(refused, FailedPrecondition):
+            # An EventSource takes a 503 as final and never reconnects: a watch over SSE is
+            # accepted while the sources sync, and gets heartbeats until its snapshot is ready.
+            request.scope[WAITS_KEY] = True
+            return
+        raise refused
 
     return admit
 

@@ -71,6 +71,11 @@ def _synced(revision: int, resumed: bool) -> bytes:
 ENCODING = Encoding("sse", _event, _synced, join_start=True)
 
 
+# Sent first on every stream: how long an EventSource waits before it reconnects (WHATWG's
+# `retry:` field, in milliseconds): a second, as the Retry-After of a 503 says.
+RETRY = b"retry: 1000\n\n"
+
+
 def open_watch(streams: WatchStreams, view: View, since: int | None) -> Watch:
     """Raises ApiError: RESOURCE_EXHAUSTED at the watcher limit, UNAVAILABLE when stopping."""
     try:
@@ -82,6 +87,7 @@ def open_watch(streams: WatchStreams, view: View, since: int | None) -> Watch:
 
 
 async def stream(watch: Watch, scope: Scope) -> AsyncIterator[bytes]:
+    yield RETRY
     try:
         async for data in watch.frames(ENCODING):
             yield data
@@ -96,12 +102,40 @@ async def stream(watch: Watch, scope: Scope) -> AsyncIterator[bytes]:
         watch.close()
 
 
+async def stream_when_synced(
+    streams: WatchStreams,
+    synced: asyncio.Event,
+    stopping: asyncio.Event,
+    view: View,
+    since: int | None,
+    scope: Scope,
+) -> AsyncIterator[bytes]:
+    """A watch accepted before the pod sources synced: heartbeats (the response's) until they
+    have (`synced`), then the watch as `stream`; ERROR UNAVAILABLE if the server stops first."""
+    yield RETRY
+    waits = [asyncio.ensure_future(synced.wait()), asyncio.ensure_future(stopping.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    try:
+        watch = open_watch(streams, view, since)
+    except ApiError as exc:
+        end_stream(scope, exc.code)
+        yield error_frame(exc.code, exc.message)
+        return
+    async for data in stream(watch, scope):
+        if data is not RETRY:
+            yield data
+
+
 class WatchResponse(EventSourceResponse):
     """An event stream that always lets go of its watcher, however the response ends (even if
     the stream never starts, e.g. the client left before the first byte)."""
 
     def __init__(
-        self, content: AsyncIterator[bytes], watch: Watch, heartbeat: float, send_timeout: float
+        self, content: AsyncIterator[bytes], watch: Watch | None, heartbeat: float, send_timeout: float
     ) -> None:
         super().__init__(
             content,
@@ -116,7 +150,8 @@ class WatchResponse(EventSourceResponse):
         try:
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
-            self._watch.close()
+            if self._watch is not None:
+                self._watch.close()
             # The client has read nothing for the send timeout: its watcher is cut off. It still
             # hears why, after what it has not read yet (the server's connection class queues
             # the ERROR past flow control); an ASGI server without that just drops it.
@@ -129,4 +164,5 @@ class WatchResponse(EventSourceResponse):
                 + ("" if told else "; it could not be told")
             )
         finally:
-            self._watch.close()
+            if self._watch is not None:
+                self._watch.close()  # (a watch opened later, by the stream, closes itself)

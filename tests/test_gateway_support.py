@@ -138,12 +138,15 @@ class EventReader:
 
     lines: AsyncIterator[str]
     comments: list[str] = field(default_factory=list)
+    retry: int | None = None  # the `retry:` field, once sent
 
     async def next(self) -> Event:
         async def read() -> Event:
             fields: dict[str, str] = {}
             async for line in self.lines:
                 if line == "":
+                    if "retry" in fields and "data" not in fields:  # no event: the reconnection delay
+                        self.retry = int(fields.pop("retry"))
                     if fields:
                         return Event(
                             fields.get("event", "message"), orjson.loads(fields["data"]), fields.get("id")

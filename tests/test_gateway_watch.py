@@ -71,8 +71,9 @@ async def test_snapshot_then_initial_sync_complete_then_live_events(gateway: Gat
 async def test_accept_event_stream_is_a_watch(gateway: Gateway) -> None:
     async with gateway.client.stream("GET", "/v1/pods", headers={"Accept": "text/event-stream"}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
-        first = await anext(r.aiter_lines())
-        assert first == "event: ADDED"
+        lines = r.aiter_lines()
+        assert [await anext(lines), await anext(lines)] == ["retry: 1000", ""]  # when to reconnect
+        assert await anext(lines) == "event: ADDED"
 
 
 async def test_each_event_is_one_line_of_json(gateway: Gateway) -> None:
@@ -449,3 +450,31 @@ class _SocketReader:
             await self._more()
         data, self.buffer = self.buffer[:size], self.buffer[size:]
         return data
+
+
+async def test_a_watch_before_the_sources_sync_waits_with_heartbeats_then_gets_its_snapshot(
+    make_gateway: GatewayFactory,
+) -> None:
+    """An EventSource takes a 503 on reconnect as final (WHATWG) and never retries: so a watch
+    is accepted while the server syncs (after a restart), told when to reconnect (`retry:`), kept
+    alive with heartbeats, and sent its snapshot once the sources have synced."""
+    async with make_gateway(synced=False, heartbeat=0.05) as gw, watching(gw.client) as (r, events):
+        assert r.status_code == 200
+        seen: list[str] = []
+        while sum(line.startswith(":") for line in seen) < 2:  # heartbeats while it waits
+            seen.append(await asyncio.wait_for(anext(events.lines), TIMEOUT))
+        assert seen[:2] == ["retry: 1000", ""]
+        assert not any(line.startswith(("event:", "data:")) for line in seen)
+        gw.sink.mark_synced()
+        names = [(await events.next()).event for _ in range(4)]
+        assert names == ["ADDED", "ADDED", "ADDED", "INITIAL_SYNC_COMPLETE"]
+
+
+async def test_a_watch_waiting_for_the_sync_hears_unavailable_when_the_server_stops(
+    make_gateway: GatewayFactory,
+) -> None:
+    async with make_gateway(synced=False) as gw, watching(gw.client) as (r, events):
+        assert r.status_code == 200
+        gw.core.cache.hub.stop()
+        error = await events.next()
+        assert error.event == "ERROR" and error.data["error"]["status"] == "UNAVAILABLE"

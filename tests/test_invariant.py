@@ -279,7 +279,8 @@ class SseWatcher(Watcher):
                     key, _, value = line.partition(": ")
                     fields[key] = value
                     continue
-                if not fields:  # the end of a heartbeat comment
+                fields.pop("retry", None)  # the reconnection delay: no event (WHATWG)
+                if not fields:  # the end of a heartbeat comment, or of `retry:`
                     continue
                 await self._pace()
                 if await self._event(fields, seen):
