@@ -16,7 +16,7 @@ from pods_api.core.calls import CALLS, Call, Calls, refusal
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.runtime import Core, build_core
-from pods_api.core.sockets import bind_unix
+from pods_api.core.sockets import bind_unix, claim
 from pods_api.core.status import Code
 from pods_api.gateway.app import create_app
 from pods_api.gateway.rpcs import call_dependencies
@@ -56,7 +56,7 @@ async def test_a_new_call_is_limited_gated_and_counted_on_both_surfaces(core: Co
         return {"pods": len(core.cache)}
 
     sink = core.cache.source("test")
-    listener = bind_unix(tmp_path / "http.sock", 0o600, None)
+    listener = bind_unix(claim(tmp_path / "http.sock"), 0o600, None)
     try:
         async with (
             grpc.aio.insecure_channel(f"unix:{tmp_path / 'grpc.sock'}") as channel,
