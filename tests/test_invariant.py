@@ -378,10 +378,17 @@ async def drive(seed: int, tmp_path: Path) -> Figures:
     for i in range(6):
         kind: type[Watcher] = GrpcWatcher if i % 2 == 0 else SseWatcher
         watchers.append(
-            kind(f"{kind.__name__}-{i}{'-masked' if i % 3 == 0 else ''}", i % 3 == 0, rng, lambda: current[0])
+            # Each watcher's pace from its own generator: timing then cannot change what the
+            # driver's generator gives next, so a seed always drives the same file changes.
+            kind(
+                f"{kind.__name__}-{i}{'-masked' if i % 3 == 0 else ''}",
+                i % 3 == 0,
+                random.Random(seed * 100 + i),
+                lambda: current[0],
+            )
         )
     # Never stalled nor disconnected: tells the driver when the server has read the files.
-    oracle = GrpcWatcher("oracle", False, rng, lambda: current[0])
+    oracle = GrpcWatcher("oracle", False, random.Random(seed * 100 + 99), lambda: current[0])
     oracle.slow = False
     everyone = [*watchers, oracle]
     figures.peak_watchers = len(everyone)
