@@ -422,11 +422,9 @@ async def test_requests_are_counted_by_call_and_go_code_name(make_gateway: Gatew
 
 async def test_not_ready_is_counted_as_failed_precondition(make_gateway: GatewayFactory) -> None:
     async with make_gateway(synced=False) as gw:
-        await gw.client.get("/v1/pods")
-        await gw.client.get("/v1/pods", headers={"Accept": "text/event-stream"})
+        await gw.client.get("/v1/pods")  # a watch is accepted and waits: test_gateway_watch.py
         labels = {"server_api_version": "http", "status_code": "FailedPrecondition"}
         assert gw.counter("kubelet_pod_requests_list_total", **labels) == 1
-        assert gw.counter("kubelet_pod_requests_watch_total", **labels) == 1
 
 
 async def test_metrics_is_one_exposition_of_core_and_http_metrics(gateway: Gateway) -> None:
