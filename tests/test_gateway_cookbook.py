@@ -147,8 +147,9 @@ class CurlWatch:
                 raise EOFError("curl's output ended")
             line = line.rstrip("\n")
             if not line:
-                if event:
+                if "data" in event:  # a block without data (`retry:` alone) is no event (WHATWG)
                     return event
+                event = {}
                 continue
             if line.startswith(":"):
                 continue

@@ -110,7 +110,10 @@ def test_connections_over_the_cap_are_answered_and_closed_and_the_server_keeps_s
 ) -> None:
     """A connection cap per surface, below the descriptor limit: one more gets a 503 (HTTP) or is
     closed (gRPC) at once, with one log line, and the server serves as soon as the flood goes."""
-    with serving(tmp_path / "run", "--fixtures", str(fixtures), "--max-connections", "20") as served:
+    # A long header timeout: the held connections send nothing, and must stay open however slow
+    # a loaded machine runs this test.
+    args = ("--fixtures", str(fixtures), "--max-connections", "20", "--header-timeout", "300")
+    with serving(tmp_path / "run", *args) as served:
         held = [connect(served.http_socket) for _ in range(20)]
         refused = [connect(served.http_socket) for _ in range(5)]
         for sock in refused:
