@@ -196,7 +196,7 @@ def router(core: Core) -> APIRouter:
     ) -> Response:
         hits = find(core.cache, LookupKey(name=(namespace, name)))
         if not hits:
-            raise NotFound(f"pod {quote(f'{namespace}/{name}')} not found")
+            raise NotFound(f"pod {namespace}/{name} not found")
         # Two sources can serve one name under two UIDs; the lowest UID answers, as List orders.
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)
