@@ -15,8 +15,9 @@ import socket
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -26,7 +27,7 @@ from samples import make_pod
 from serve import PODS_API, TIMEOUT, Served, serving, start
 
 from pods_api.core.codec import pod_from_bytes
-from pods_api.core.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
+from pods_api.core.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc, podsapi_v1_pb2, podsapi_v1_pb2_grpc
 
 UIDS = ("uid-a", "uid-b", "uid-c")
 CURL_COULDNT_CONNECT = 7
@@ -553,14 +554,23 @@ def test_cut_off_grpc_streams_that_read_nothing_still_count_against_max_watchers
                 ch.close()
 
 
+def _kubelet_watch(channel: grpc.Channel) -> Any:
+    return pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+
+
+def _lookup_watch(channel: grpc.Channel) -> Any:
+    return podsapi_v1_pb2_grpc.PodLookupStub(channel).WatchPods(podsapi_v1_pb2.WatchPodsRequest())
+
+
+@pytest.mark.parametrize("open_watch", [_kubelet_watch, _lookup_watch], ids=["v1alpha1", "podsapi.v1"])
 def test_a_grpc_stream_that_reads_nothing_is_ended_after_the_send_timeout(
-    tmp_path: Path, fixtures: Path
+    tmp_path: Path, fixtures: Path, open_watch: Callable[[grpc.Channel], Any]
 ) -> None:
     args = ("--fixtures", str(fixtures), "--max-watchers", "2", "--watch-buffer", "2", "--send-timeout", "1")
     with serving(tmp_path / "run", *args) as served:
         channel = grpc.insecure_channel(served.target, options=NO_BDP)
         try:
-            call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+            call = open_watch(channel)
             assert call.initial_metadata() is not None
             _flood(fixtures, served, rounds=6)
             served.wait_for_line("ending a gRPC watch whose client took nothing for 1 s")

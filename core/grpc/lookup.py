@@ -17,8 +17,9 @@ import grpc
 
 from pods_api.core.cache import PodCache
 from pods_api.core.grpc.requests import parser
-from pods_api.core.grpc.service import Contract, list_response, mask_text, watch_encoding
+from pods_api.core.grpc.service import Contract, list_response, mask_text, send_bounded, watch_encoding
 from pods_api.core.index import ContainerRef
+from pods_api.core.limits import DEFAULT_SEND_TIMEOUT
 from pods_api.core.lookup import LookupKey, find
 from pods_api.core.pb import podsapi_v1_pb2 as lookup_pb
 from pods_api.core.stream import WatchStreams
@@ -49,9 +50,12 @@ def container(ref: ContainerRef) -> lookup_pb.Container:
 
 
 class LookupService:
-    def __init__(self, cache: PodCache, streams: WatchStreams) -> None:
+    def __init__(
+        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> None:
         self._cache = cache
         self._streams = streams
+        self._send_timeout = send_timeout
         self._encoding = watch_encoding(Contract.V1ALPHA1)
 
     async def lookup(self, request: lookup_pb.LookupRequest, context: grpc.aio.ServicerContext) -> bytes:
@@ -75,7 +79,7 @@ class LookupService:
     ) -> AsyncIterator[bytes]:
         view: View = parse_view(mask_text(context), request.label_selector, request.field_selector)
         with self._streams.open(view) as watch:
-            async for frame in watch.frames(self._encoding):
+            async for frame in send_bounded(watch.frames(self._encoding), self._send_timeout):
                 yield frame
 
 

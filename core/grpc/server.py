@@ -65,7 +65,7 @@ def create_server(core: Core) -> grpc.aio.Server:
     interceptors = [MetricsInterceptor(core.metrics, core.calls), AdmissionInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors, options=limits.grpc_options(core.config))
     service = PodsService(cache, core.streams, core.config.send_timeout)
-    extension = lookup.handlers(lookup.LookupService(cache, core.streams))
+    extension = lookup.handlers(lookup.LookupService(cache, core.streams, core.config.send_timeout))
     _check_table(core.calls, lookup.SERVICE, lookup.METHODS)
     server.add_generic_rpc_handlers([*(_handlers(c, service, core.calls) for c in Contract), extension])
     _add_health(server, cache)

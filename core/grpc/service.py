@@ -96,17 +96,24 @@ class PodsService:
             # a client that reads nothing would hold the stream (and its buffers) for ever, its
             # watcher long cut off. So a send that takes longer than the send timeout ends the
             # call (grpc resets the stream: the client sees CANCELLED, if it ever looks).
-            call = asyncio.current_task()
-            loop = asyncio.get_running_loop()
             with self._streams.open(await _view(context)) as watch:
-                async for frame in watch.frames(encoding):
-                    stalled = loop.call_later(self._send_timeout, _end_stalled, call, self._send_timeout)
-                    try:
-                        yield frame
-                    finally:
-                        stalled.cancel()
+                async for frame in send_bounded(watch.frames(encoding), self._send_timeout):
+                    yield frame
 
         return watch_pods
+
+
+async def send_bounded(frames: AsyncIterator[bytes], send_timeout: float) -> AsyncIterator[bytes]:
+    """The frames of a watch, each of which the client must take within `send_timeout`: the
+    stall guard of every gRPC watch (both contracts and the lookup service)."""
+    call = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    async for frame in frames:
+        stalled = loop.call_later(send_timeout, _end_stalled, call, send_timeout)
+        try:
+            yield frame
+        finally:
+            stalled.cancel()
 
 
 _STALLED_LOG = ThrottledLog(log)
