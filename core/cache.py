@@ -482,6 +482,8 @@ class PodCache:
     def _event(self, kind: EventType, pod: PodVersion, previous: PodVersion | None) -> PodEvent:
         self.revision += 1
         self._snapshot = None
+        if kind is not EventType.DELETED:
+            pod.revision = self.revision  # a deleted version keeps the revision it was served at
         return PodEvent(kind, pod, self.revision, previous, time.monotonic())
 
     def _publish(self, events: list[PodEvent]) -> None:

@@ -88,6 +88,10 @@ class PodVersion(Masked):
     uid: str = ""
     name: str = ""
     namespace: str = ""
+    # The cache revision at which this version began to be served (set by the cache when it
+    # publishes it as ADDED or MODIFIED; 0 until then): the Kubernetes view's
+    # metadata.resourceVersion of the pod.
+    revision: int = 0
     _masked: LRU[str, Masked] | None = field(default=None, repr=False)
 
     @property

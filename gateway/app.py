@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from pods_api.core.runtime import Core
-from pods_api.gateway import errors, health, metrics, openapi, pods
+from pods_api.gateway import errors, health, kube, kubestatus, metrics, openapi, pods
 from pods_api.gateway.hosts import LoopbackHostMiddleware
 from pods_api.gateway.rpcs import CallMetricsMiddleware
 
@@ -27,7 +27,9 @@ def create_app(core: Core) -> FastAPI:
         swagger_ui_oauth2_redirect_url=None,
     )
     errors.install(app)
+    kubestatus.install(app)  # the Kubernetes view's errors are Status objects
     app.include_router(pods.router(core))
+    app.include_router(kube.router(core))
     app.include_router(health.router(core))
     app.include_router(metrics.router(core))
     # add_middleware puts each one outside the ones before it.
