@@ -91,6 +91,57 @@ LIST_PARAMETERS = [
     _query("pretty", "boolean", "Indented JSON."),
 ]
 
+# -- OpenAPI: what the routes answer --------------------------------------------------------
+
+STATUS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A Kubernetes meta/v1 Status: the error body of every Kubernetes path.",
+    "required": ["kind", "apiVersion", "status", "message", "reason", "code"],
+    "properties": {
+        "kind": {"type": "string", "enum": ["Status"]},
+        "apiVersion": {"type": "string", "enum": ["v1"]},
+        "metadata": {"type": "object"},
+        "status": {"type": "string", "enum": ["Failure"]},
+        "message": {"type": "string"},
+        "reason": {"type": "string"},
+        "details": {"type": "object"},
+        "code": {"type": "integer"},
+    },
+}
+_STATUS_WHEN = {
+    400: "BadRequest: a bad selector or parameter",
+    404: "NotFound",
+    406: "NotAcceptable: only protobuf was acceptable",
+    410: "Expired: the resourceVersion or continue token is older than what is kept",
+    429: "TooManyRequests (Retry-After)",
+    503: "ServiceUnavailable: the pod sources have not synced yet (Retry-After)",
+    504: "Timeout: a resourceVersion newer than the cache's",
+}
+
+
+def _responses(ok: str, schema: str | None, *errors: int) -> dict[int | str, dict[str, Any]]:
+    body = {"$ref": f"#/components/schemas/{schema}"} if schema else {"type": "object"}
+    docs: dict[int | str, dict[str, Any]] = {
+        200: {"description": ok, "content": {"application/json": {"schema": body}}}
+    }
+    for code in errors:
+        docs[code] = {
+            "description": _STATUS_WHEN[code],
+            "content": {"application/json": {"schema": STATUS_SCHEMA}},
+        }
+    return docs
+
+
+LIST_DOC = (
+    "A PodList (pods-api's revisions as resourceVersions), a meta.k8s.io/v1 Table with "
+    "`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, or with `watch=1` newline-delimited "
+    '`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}` events.'
+)
+LIST_RESPONSES = _responses(LIST_DOC, "io.k8s.api.core.v1.PodList", 400, 406, 410, 429, 503, 504)
+GET_RESPONSES = _responses("The Pod, or a Table.", "io.k8s.api.core.v1.Pod", 404, 406, 429, 503)
+DISCOVERY_RESPONSES = _responses("The discovery document.", None)
+
+
 # -- request parameters, parsed as the API server parses them --------------------------------
 
 
@@ -230,19 +281,39 @@ def router(core: Core) -> APIRouter:
             return Response(orjson.dumps(aggregated), media_type=kubeobjects.AGGREGATED_MEDIA_TYPE)
         return Response(orjson.dumps(legacy), media_type=formats.JSON)
 
-    @kube.get("/version", operation_id="KubeVersion", summary="Kubernetes version info")
+    @kube.get(
+        "/version",
+        operation_id="KubeVersion",
+        responses=DISCOVERY_RESPONSES,
+        summary="Kubernetes version info",
+    )
     async def version() -> Response:
         return Response(orjson.dumps(kubeobjects.version_info()), media_type=formats.JSON)
 
-    @kube.get("/api", operation_id="KubeAPIVersions", summary="Kubernetes discovery: the core group")
+    @kube.get(
+        "/api",
+        operation_id="KubeAPIVersions",
+        responses=DISCOVERY_RESPONSES,
+        summary="Kubernetes discovery: the core group",
+    )
     async def api(request: Request) -> Response:
         return discovery(request, kubeobjects.API_VERSIONS, kubeobjects.AGGREGATED_CORE)
 
-    @kube.get("/apis", operation_id="KubeAPIGroups", summary="Kubernetes discovery: no named groups")
+    @kube.get(
+        "/apis",
+        operation_id="KubeAPIGroups",
+        responses=DISCOVERY_RESPONSES,
+        summary="Kubernetes discovery: no named groups",
+    )
     async def apis(request: Request) -> Response:
         return discovery(request, kubeobjects.API_GROUP_LIST, kubeobjects.AGGREGATED_GROUPS)
 
-    @kube.get("/api/v1", operation_id="KubeAPIResources", summary="Kubernetes discovery: pods")
+    @kube.get(
+        "/api/v1",
+        operation_id="KubeAPIResources",
+        responses=DISCOVERY_RESPONSES,
+        summary="Kubernetes discovery: pods",
+    )
     async def api_v1() -> Response:
         return Response(orjson.dumps(kubeobjects.API_RESOURCE_LIST), media_type=formats.JSON)
 
@@ -377,6 +448,7 @@ def router(core: Core) -> APIRouter:
         operation_id="KubeListPods",
         summary="Kubernetes PodList of every namespace, or ?watch=1",
         dependencies=_dependencies(core, None),
+        responses=LIST_RESPONSES,
         openapi_extra={"parameters": LIST_PARAMETERS},
     )
     async def all_pods(request: Request) -> Response:
@@ -388,6 +460,7 @@ def router(core: Core) -> APIRouter:
         operation_id="KubeListNamespacedPods",
         summary="Kubernetes PodList of one namespace, or ?watch=1",
         dependencies=_dependencies(core, None),
+        responses=LIST_RESPONSES,
         openapi_extra={"parameters": LIST_PARAMETERS},
     )
     async def namespaced_pods(request: Request, namespace: str) -> Response:
@@ -399,6 +472,7 @@ def router(core: Core) -> APIRouter:
         operation_id="KubeGetPod",
         summary="One Kubernetes Pod, by namespace and name",
         dependencies=_dependencies(core, GET),
+        responses=GET_RESPONSES,
     )
     async def get_pod(request: Request, namespace: str, name: str) -> Response:
         media = _accepted(request)

@@ -92,6 +92,17 @@ def test_the_pod_schema_follows_the_kubernetes_json() -> None:
     assert pod_list["properties"]["items"]["items"] == {"$ref": SCHEMAS + "io.k8s.api.core.v1.Pod"}
 
 
+KUBERNETES_PATHS = {
+    "/version",
+    "/api",
+    "/apis",
+    "/api/v1",
+    "/api/v1/pods",
+    "/api/v1/namespaces/{namespace}/pods",
+    "/api/v1/namespaces/{namespace}/pods/{name}",
+}
+
+
 def test_routes_document_errors_and_the_event_stream() -> None:
     doc = json.loads(COMMITTED.read_text())
     assert set(doc["paths"]) == {
@@ -101,7 +112,13 @@ def test_routes_document_errors_and_the_event_stream() -> None:
         "/healthz",
         "/readyz",
         "/metrics",
+        *KUBERNETES_PATHS,
     }
+    watch = doc["paths"]["/api/v1/pods"]["get"]
+    assert {p["name"] for p in watch["parameters"]} >= {"watch", "resourceVersion", "allowWatchBookmarks"}
+    assert watch["responses"]["410"]["content"]["application/json"]["schema"]["properties"]["kind"][
+        "enum"
+    ] == ["Status"]
     assert all(set(ops) == {"get"} for ops in doc["paths"].values())
     listing = doc["paths"]["/v1/pods"]["get"]
     assert set(listing["responses"]["200"]["content"]) == {
@@ -184,6 +201,7 @@ def test_schemathesis_saw_every_route() -> None:
         "/healthz",
         "/readyz",
         "/metrics",
+        *KUBERNETES_PATHS,
     }
 
 

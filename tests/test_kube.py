@@ -20,7 +20,11 @@ from pods_api.gateway.kubeobjects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_E
 
 pytest_plugins = ["test_gateway_support"]
 
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+# What kubectl 1.37 sends for `get`.
+TABLE = (
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,"
+    "application/json"
+)
 
 
 def other_namespace(name: str, uid: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import shutil
 import socket
 import subprocess
@@ -170,7 +171,19 @@ def test_kubectl_reads(node: Node) -> None:
     ]
     wide = node.kubectl("get", "pods", "-n", "shop", "-o", "wide").stdout.splitlines()
     assert columns(wide[0]) == [
-        *"NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES".split()
+        *[
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES",
+        ]
     ]
     assert "10.244.1.12" in wide[2] and "node-1" in wide[2]
 
@@ -236,6 +249,35 @@ def test_kubectl_watch_only(node: Node) -> None:
     finally:
         stderr = watch.close()
     assert stderr == ""
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+# kubectl's ages (`2y212d`, `5m3s`, `12 (2y212d ago)`): they move with the clock, nothing else does.
+_AGE = re.compile(r"\b\d+[smhdy](\d+[smhdy])?\b")
+
+
+def readme_console() -> list[tuple[list[str], list[str]]]:
+    """(kubectl arguments, output lines) of the README's kubectl session."""
+    text = README.read_text()
+    block = text.split("<!-- kubectl-output:", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    session: list[tuple[list[str], list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ kubectl "):
+            session.append((line.split()[2:], []))
+        else:
+            session[-1][1].append(line)
+    return session
+
+
+def test_readme_shows_what_kubectl_prints(node: Node) -> None:
+    session = readme_console()
+    assert session, "the README's kubectl session is missing"
+    for args, expected in session:
+        result = node.kubectl(*args, check=False)
+        printed = (result.stdout + result.stderr).splitlines()
+        assert [_AGE.sub("AGE", line).split() for line in printed] == [
+            _AGE.sub("AGE", line).split() for line in expected
+        ], args
 
 
 # -- the kubernetes Python client -------------------------------------------------------------
