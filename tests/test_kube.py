@@ -12,10 +12,15 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from samples import make_pod
+from strategies import pods
 from test_gateway_support import TIMEOUT, Gateway, GatewayFactory
 
+from pods_api.core.pod import PodVersion
 from pods_api.core.printer import POD_COLUMNS
+from pods_api.gateway import kubeobjects
 from pods_api.gateway.kubeobjects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_END
 
 pytest_plugins = ["test_gateway_support"]
@@ -366,3 +371,22 @@ async def test_table_watch_has_headers_once(gateway: Gateway) -> None:
 async def test_go_booleans(gateway: Gateway, value: str) -> None:
     r = await gateway.client.get("/api/v1/pods", params={"watch": value, "timeoutSeconds": "1"})
     assert len(r.text.splitlines()) == 3
+
+
+# -- the resourceVersion splice (property) ----------------------------------------------------
+
+
+@given(pod=pods(), revision=st.integers(min_value=0, max_value=2**63 - 1))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_spliced_revision_is_the_pod_with_that_resource_version(pod: Any, revision: int) -> None:
+    """Any pod (a source's resourceVersion or none, any metadata before it): the spliced bytes
+    are the pod with `metadata.resourceVersion` = the revision, in Go's key order."""
+    version = PodVersion.from_message(pod)
+    spliced = kubeobjects.pod_bytes(version, revision)
+    expected = kubeobjects.pod_object(version, revision)
+    decoded = orjson.loads(spliced)
+    assert decoded == expected
+    assert list(decoded["metadata"]) == list(expected["metadata"])
+    assert decoded["metadata"]["resourceVersion"] == str(revision)
+    others = [k for k in version.json.get("metadata", {}) if k != "resourceVersion"]
+    assert [k for k in decoded["metadata"] if k != "resourceVersion"] == others
