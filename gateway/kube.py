@@ -346,7 +346,12 @@ def router(core: Core) -> APIRouter:
             )
             return Response(body, media_type=formats.JSON)
         if media == formats.JSON and not _bool(request, "pretty"):
-            body = kubeobjects.list_bytes(snapshot.revision, chosen, next_token, remaining)
+            # Assembled once per (snapshot, view, page): every client listing the same way until
+            # the next change gets the same bytes object, as on the other surfaces.
+            body = snapshot.memo(
+                ("kube-list", view.key, start, limit),
+                lambda: kubeobjects.list_bytes(snapshot.revision, chosen, next_token, remaining),
+            )
             return Response(body, media_type=formats.JSON)
         listed = kubeobjects.list_object(snapshot.revision, chosen, next_token, remaining)
         return _render(request, listed, media)
