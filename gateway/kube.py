@@ -144,6 +144,14 @@ DISCOVERY_RESPONSES = _responses("The discovery document.", None)
 
 # -- request parameters, parsed as the API server parses them --------------------------------
 
+# A client's value is echoed in an error only this far: enough to recognise it, and a 1 MB
+# value never makes the Status itself large.
+ECHO_LIMIT = 128
+
+
+def _echo(value: str) -> str:
+    return value if len(value) <= ECHO_LIMIT else f"{value[:ECHO_LIMIT]}… ({len(value)} characters)"
+
 
 def _bool(request: Request, name: str) -> bool | None:
     value = request.query_params.get(name)
@@ -153,7 +161,7 @@ def _bool(request: Request, name: str) -> bool | None:
         return True
     if value in _GO_FALSE:
         return False
-    raise bad_request(f'{name}: Invalid value: "{value}": must be a boolean')
+    raise bad_request(f'{name}: Invalid value: "{_echo(value)}": must be a boolean')
 
 
 def _int(request: Request, name: str) -> int | None:
@@ -163,7 +171,7 @@ def _int(request: Request, name: str) -> int | None:
     try:
         number = int(value)
     except ValueError:
-        raise bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
+        raise bad_request(f'{name}: Invalid value: "{_echo(value)}": must be an integer') from None
     if number < 0:
         raise bad_request(f"{name}: Invalid value: {number}: must be greater than or equal to 0")
     return number
@@ -177,9 +185,9 @@ def _revision(request: Request) -> int | None:
     try:
         revision = int(value)
     except ValueError:
-        raise bad_request(f'resourceVersion: Invalid value: "{value}": must be an integer') from None
+        raise bad_request(f'resourceVersion: Invalid value: "{_echo(value)}": must be an integer') from None
     if revision < 0:
-        raise bad_request(f'resourceVersion: Invalid value: "{value}": must be non-negative')
+        raise bad_request(f'resourceVersion: Invalid value: "{_echo(value)}": must be non-negative')
     return revision
 
 
@@ -187,7 +195,8 @@ def _match(request: Request) -> str:
     match = request.query_params.get("resourceVersionMatch", "")
     if match not in ("", "Exact", "NotOlderThan"):
         raise bad_request(
-            f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"'
+            f'resourceVersionMatch: Unsupported value: "{_echo(match)}": '
+            'supported values: "Exact", "NotOlderThan"'
         )
     return match
 
@@ -230,7 +239,7 @@ def _accepted(request: Request) -> str:
 def _include(request: Request) -> IncludeObject:
     value = request.query_params.get("includeObject") or "Metadata"
     if value not in ("None", "Metadata", "Object"):
-        raise bad_request(f'unrecognized includeObject value: "{value}"')
+        raise bad_request(f'unrecognized includeObject value: "{_echo(value)}"')
     return cast(IncludeObject, value)
 
 
@@ -520,7 +529,7 @@ def router(core: Core) -> APIRouter:
 def unsupported(request: Request) -> KubeError:
     """A write to the pods is 405, as for a resource without those verbs; any other path
     (other resources, subresources such as log, exec, status) is 404, as the API server says."""
-    parts = request.url.path.strip("/").split("/")
+    parts = str(request.scope.get("path", "")).strip("/").split("/")
     pods_path = parts[:3] == ["api", "v1", "pods"] and len(parts) == 3
     namespaced = len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
     if request.method != "GET" and (pods_path or namespaced):

@@ -110,7 +110,7 @@ def parse_continue(token: str) -> tuple[int, tuple[str, str]]:
             raise ValueError
         namespace, _, name = start.rstrip("\x00").partition("/")
     except (ValueError, TypeError, KeyError, binascii.Error, orjson.JSONDecodeError):
-        raise bad_request(f"continue key is not valid: {token!r}") from None
+        raise bad_request(f"continue key is not valid: {token[:128]!r}") from None
     return revision, (namespace, name)
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
 
 from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from pods_api.core.pod import PodVersion
 from pods_api.core.printer import IncludeObject
@@ -30,9 +31,13 @@ from pods_api.core.watch import EventType, WatchEnded
 from pods_api.gateway.kubeobjects import COLUMNS, COLUMNS_NULL, bookmark, pod_bytes, table
 from pods_api.gateway.rpcs import end_stream
 
+log = logging.getLogger(__name__)
+
 # A watch without timeoutSeconds ends after a random time in [1800, 3600) s, as the API server's
 # --min-request-timeout (1800) spreads its watches, so a fleet of clients does not re-list at once.
 MIN_REQUEST_TIMEOUT = 1800.0
+# A client whose socket has not taken a write for this long is gone or stuck (as for SSE).
+SEND_TIMEOUT = 30.0
 
 
 def _event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
@@ -132,14 +137,21 @@ async def events(
 
 class WatchResponse(StreamingResponse):
     """A chunked `application/json` stream that always lets go of its watcher, however the
-    response ends (even when the client leaves before the first byte)."""
+    response ends (even when the client leaves before the first byte), and ends when a write
+    has not been taken for SEND_TIMEOUT (a client gone or stuck; its watcher is cut off by
+    then: it fell behind)."""
 
     def __init__(self, content: AsyncIterator[bytes], watch: Watch) -> None:
         super().__init__(content, media_type="application/json")
         self._watch = watch
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def timed(message: Message) -> None:
+            await asyncio.wait_for(send(message), SEND_TIMEOUT)
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, timed)
+        except TimeoutError:
+            log.warning("closing a Kubernetes watch whose client took nothing for %.0f s", SEND_TIMEOUT)
         finally:
             self._watch.close()
