@@ -33,6 +33,11 @@ _BEFORE_RESOURCE_VERSION = ("name", "generateName", "namespace", "selfLink", "ui
 _POD_HEAD = b'{"kind":"Pod","apiVersion":"v1",'
 # The annotation that ends a watch-list's initial events (k8s.io/apiserver storage).
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Beside it, the API server's empty list of the resource, encoded as the request asked (JSON
+# here, as Go's encoder writes it, newline included), base64: client-go's watch-list decoding
+# builds its list from it and fails without it.
+LIST_BLUEPRINT = "kubernetes.io/initial-events-list-blueprint"
+_BLUEPRINT = base64.b64encode(b'{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}\n')
 # What the API server's continue tokens say they are (apimachinery's storage continue key).
 _CONTINUE_VERSION = "meta.k8s.io/v1"
 
@@ -174,7 +179,13 @@ COLUMNS = b'"columnDefinitions":' + orjson.dumps([c.to_json() for c in POD_COLUM
 
 def bookmark(revision: int, *, initial_events_end: bool = False) -> bytes:
     """A BOOKMARK event: an empty Pod carrying only the revision, as Go encodes an empty Pod."""
-    annotations = b',"annotations":{"%s":"true"}' % INITIAL_EVENTS_END.encode() if initial_events_end else b""
+    annotations = b""
+    if initial_events_end:  # map keys in Go's (sorted) order
+        annotations = b',"annotations":{"%s":"true","%s":"%s"}' % (
+            INITIAL_EVENTS_END.encode(),
+            LIST_BLUEPRINT.encode(),
+            _BLUEPRINT,
+        )
     return (
         b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"%d",'
         b'"creationTimestamp":null%s},"spec":{"containers":null},"status":{}}}\n'

@@ -5,6 +5,7 @@ watch (resume, 410, bookmarks, watch-list, selector transitions, timeoutSeconds)
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,7 +22,7 @@ from test_gateway_support import TIMEOUT, Gateway, GatewayFactory
 from pods_api.core.pod import PodVersion
 from pods_api.core.printer import POD_COLUMNS
 from pods_api.gateway import kubeobjects
-from pods_api.gateway.kubeobjects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_END
+from pods_api.gateway.kubeobjects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_END, LIST_BLUEPRINT
 
 pytest_plugins = ["test_gateway_support"]
 
@@ -334,7 +335,14 @@ async def test_watch_list_ends_initial_events_with_annotated_bookmark(gateway: G
         events = await take(4)
     assert [e["type"] for e in events] == ["ADDED"] * 3 + ["BOOKMARK"]
     end = events[3]["object"]["metadata"]
+    blueprint = end["annotations"].pop(LIST_BLUEPRINT)
     assert end["annotations"] == {INITIAL_EVENTS_END: "true"}
+    assert orjson.loads(base64.b64decode(blueprint)) == {
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {},
+        "items": [],
+    }
     assert int(end["resourceVersion"]) == gateway.core.cache.revision
     refused = await gateway.client.get("/api/v1/pods", params={"watch": "1", "sendInitialEvents": "true"})
     assert refused.status_code == 400
