@@ -186,6 +186,10 @@ def test_api_conforms_to_its_schema(case: Any) -> None:
     # A watch never ends; the event stream has its own tests (test_gateway_watch.py).
     if case.query and str(case.query.get("watch", "")).lower() in {"1", "true", "t", "yes", "y", "on"}:
         case.query["watch"] = "false"
+    # A resourceVersion newer than the cache's is the API server's 504 Timeout (documented; a
+    # server error to this check): tests/test_kube.py covers it.
+    if case.query and case.path.startswith("/api/"):
+        case.query.pop("resourceVersion", None)
     headers = {"Accept": "application/json"} if case.path == "/v1/pods" else None
     case.call_and_validate(
         base_url="http://localhost", headers=headers, checks=[not_a_server_error, response_schema_conformance]
