@@ -66,6 +66,24 @@ def test_deleted_events_carry_the_last_state_and_modified_the_previous() -> None
     assert deleted.pod.json["status"]["phase"] == "Succeeded"
 
 
+def test_each_served_version_carries_the_revision_it_began_at() -> None:
+    """What the Kubernetes view gives as a pod's resourceVersion: the revision of the event that
+    served this version; a deleted version keeps its own, the DELETED event has the next."""
+    cache, _ = new_cache()
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod("1"), pod("2")])
+    sink.upsert(pod("1", "Succeeded"))
+    sink.upsert(pod("2"))  # the same bytes: no event, the served version keeps its revision
+    sink.delete("2")
+    added_1, added_2, modified, deleted = watcher._queue
+    assert [e.pod.revision for e in (added_1, added_2, modified)] == [
+        e.revision for e in (added_1, added_2, modified)
+    ]
+    assert cache.get("1") is modified.pod and modified.pod.revision == cache.revision - 1
+    assert deleted.pod is added_2.pod and deleted.pod.revision == added_2.revision < deleted.revision
+
+
 def test_a_uid_held_by_one_source_is_refused_to_another(caplog: pytest.LogCaptureFixture) -> None:
     cache, _ = new_cache()
     first, second = cache.source("fixtures:a"), cache.source("manifests:b")
