@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import platform
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -265,6 +266,10 @@ AGGREGATED_GROUPS = {
 }
 
 
+# Go's names for the machines pods-api runs on (what the API server's platform says).
+_GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+
 def version_info() -> dict[str, str]:
     """/version: the Kubernetes minor whose Pods API this serves, and what is really answering."""
     return {
@@ -276,5 +281,5 @@ def version_info() -> dict[str, str]:
         "buildDate": "",
         "goVersion": "",
         "compiler": "pods-api",
-        "platform": "linux/amd64",
+        "platform": f"linux/{_GOARCH.get(platform.machine(), platform.machine())}",
     }

@@ -203,6 +203,8 @@ def test_kubectl_reads(node: Node) -> None:
     assert by_label == f"pod/{WEB}\n"
     pending = node.kubectl("get", "pods", "-A", "--field-selector", "status.phase=Pending", "-o", "name")
     assert pending.stdout == "pod/report-28755360-kx4jd\n"
+    server = node.kubectl("version", "-o", "json").stdout
+    assert json.loads(server)["serverVersion"]["minor"] == "37"  # and no skew warning on stderr
     none = node.kubectl("get", "pods", "-n", "default", check=False)
     assert (none.returncode, none.stdout, none.stderr) == (
         0,
