@@ -13,10 +13,9 @@ list; the ratio to report is ours/floor.
 
 from __future__ import annotations
 
+import copy
 import timeit
 from collections.abc import Callable
-
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from pods_api.core.watch import WatchHub
 from pods_api.gateway import kubeobjects
 from pods_api.gateway.assemble import _make_list
 from pods_api.gateway.formats import Format
-
 
 FIXTURES = sorted((Path(__file__).resolve().parent.parent / "examples" / "fixtures").glob("*.yaml"))
 TEMPLATES: list[dict[str, Any]] = [yaml.safe_load(path.read_text()) for path in FIXTURES]
