@@ -199,6 +199,9 @@ def test_kubectl_reads(node: Node) -> None:
     one = node.kubectl("get", "pod", WEB, "-n", "shop").stdout.splitlines()
     assert columns(one[1])[:4] == [WEB, "1/1", "Running", "0"]
 
+    names = node.kubectl("get", "pods", "-A", "-o", "name").stdout
+    assert node.kubectl("get", "pods", "-A", "-o", "name", "--chunk-size=2").stdout == names  # 3 pages
+
     by_label = node.kubectl("get", "pods", "-A", "-l", "app.kubernetes.io/name=web", "-o", "name").stdout
     assert by_label == f"pod/{WEB}\n"
     pending = node.kubectl("get", "pods", "-A", "--field-selector", "status.phase=Pending", "-o", "name")
@@ -298,6 +301,10 @@ def test_python_client_list_read_and_watch(node: Node) -> None:
     web = api.read_namespaced_pod(WEB, "shop")
     assert web.status.phase == "Running"
     assert int(web.metadata.resource_version) <= int(pods.metadata.resource_version)
+    first = api.list_pod_for_all_namespaces(limit=3)
+    rest = api.list_pod_for_all_namespaces(limit=3, _continue=first.metadata._continue)
+    assert (first.metadata.remaining_item_count, rest.metadata._continue) == (2, None)
+    assert [p.metadata.uid for p in first.items + rest.items] == [p.metadata.uid for p in pods.items]
     with pytest.raises(kubernetes.client.ApiException) as missing:
         api.read_namespaced_pod("nope", "shop")
     assert missing.value.status == 404
