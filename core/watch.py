@@ -100,12 +100,6 @@ class Watcher:
             self._over_since = None  # back under: the burst passed
         return event
 
-    @property
-    def caught_up(self) -> bool:
-        """No event waits for this watcher: it has taken every one published so far (a
-        Kubernetes BOOKMARK may then carry the cache's current revision)."""
-        return not self._queue
-
     def close(self) -> None:
         """The stream that read this watcher has ended: its place among the open watches frees."""
         self._hub._watchers.discard(self)
@@ -159,6 +153,12 @@ class Watcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def caught_up(self) -> bool:
+        """No event waits for this watcher: it has taken every one published so far (a
+        Kubernetes BOOKMARK may then carry the cache's current revision)."""
+        return not self._queue
 
 
 class WatchHub:
