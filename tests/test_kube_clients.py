@@ -301,6 +301,9 @@ def test_python_client_list_read_and_watch(node: Node) -> None:
     web = api.read_namespaced_pod(WEB, "shop")
     assert web.status.phase == "Running"
     assert int(web.metadata.resource_version) <= int(pods.metadata.resource_version)
+    # The same DNS-rebinding defence as every other path of the loopback listener.
+    rebound = httpx.get(f"{node.url}/api/v1/pods", headers={"Host": "attacker.example:8080"})
+    assert rebound.status_code == 403
     first = api.list_pod_for_all_namespaces(limit=3)
     rest = api.list_pod_for_all_namespaces(limit=3, _continue=first.metadata._continue)
     assert (first.metadata.remaining_item_count, rest.metadata._continue) == (2, None)
