@@ -264,7 +264,8 @@ _AGE = re.compile(r"\b\d+[smhdy](\d+[smhdy])?\b")
 def readme_console() -> list[tuple[list[str], list[str]]]:
     """(kubectl arguments, output lines) of the README's kubectl session."""
     text = README.read_text()
-    block = text.split("<!-- kubectl-output:", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    marker = "<!-- run by tests/test_kube_clients.py::test_readme_shows_what_kubectl_prints -->"
+    block = text.split(marker, 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
     session: list[tuple[list[str], list[str]]] = []
     for line in block.splitlines():
         if line.startswith("$ kubectl "):
