@@ -129,10 +129,13 @@ class ManifestServer:
 class TLSFiles:
     ca: Path  # the CA's certificate (PEM): what a client trusts
     server: ssl.SSLContext  # a server context with a certificate for 127.0.0.1 signed by the CA
+    cert: Path  # that certificate (PEM), for servers that load their own files
+    key: Path  # its private key (PEM)
 
 
 def make_tls(directory: Path) -> TLSFiles:
-    """A fresh CA and a serving certificate for 127.0.0.1 that it signed."""
+    """A fresh CA and a serving certificate for 127.0.0.1 and localhost that it signed: the
+    kubelet's /pods and the test kube-apiserver both serve with it."""
     now = datetime.datetime.now(datetime.UTC)
 
     def certificate(
@@ -174,9 +177,13 @@ def make_tls(directory: Path) -> TLSFiles:
     cert = (
         certificate("127.0.0.1", key, ca_name, ca_key)
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
@@ -193,4 +200,4 @@ def make_tls(directory: Path) -> TLSFiles:
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_path, key_path)
-    return TLSFiles(ca_path, context)
+    return TLSFiles(ca_path, context, cert_path, key_path)
