@@ -60,10 +60,13 @@ def read_until_closed(sock: socket.socket) -> bytes:
 
 
 def list_pods(served: Served) -> int:
+    """The pod count, once the server takes connections: a server just woken (SIGCONT) is still
+    closing the connections that filled its backlog, and a first connect may be reset meanwhile;
+    waiting for the channel to be ready is the event, TIMEOUT only the safety net."""
     with grpc.insecure_channel(served.target) as channel:
-        return len(
-            pods_v1alpha1_pb2_grpc.PodsStub(channel).ListPods(pods_v1alpha1_pb2.ListPodsRequest()).pods
-        )
+        stub = pods_v1alpha1_pb2_grpc.PodsStub(channel)
+        request = pods_v1alpha1_pb2.ListPodsRequest()
+        return len(stub.ListPods(request, wait_for_ready=True, timeout=TIMEOUT).pods)
 
 
 def http_get(served: Served, path: str, **kwargs: object) -> httpx.Response:
