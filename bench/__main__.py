@@ -1,6 +1,7 @@
-"""`python -m bench [all|source|requests|fanout|memory|startup] [--quick]`: the benchmarks of
-issue 14, each beside a floor measured in the same run; prints a table and writes
-bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted)."""
+"""`python -m bench [all|source|requests|fanout|memory|startup] [--quick] [--sweep]`: the
+benchmarks of issue 14, each beside a floor measured in the same run; prints a table and writes
+bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
+`--sweep` runs W4's rate sweep instead of its fixed rate."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ from typing import Any
 
 import orjson
 
-from bench import source, workloads
+from bench import fanout, source, workloads
 
 HERE = Path(__file__).resolve().parent
 
-# (full, quick) sizes. The full fan-out is scaled down from issue 14's 200 gRPC + 50 SSE
-# watchers at 100 changes/s for 30 s: on a shared 2-core machine the watcher processes alone
-# would take both cores (BENCHMARKS.md).
+# (full, quick) sizes. The fan-out is issue 14's W4 at full size: ours and the floor taking
+# turns twice, ~4-5 minutes in all.
 SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "source": (
         {"files": 1000, "rate": 100.0, "seconds": 10.0, "repeats": 2},
@@ -28,16 +28,36 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "memory": ({"counts": [110, 1000, 5000], "watchers": 1000}, {"counts": [110], "watchers": 50}),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
     "fanout": (
-        {"count": 1000, "grpc_watchers": 100, "sse_watchers": 25, "rate": 50.0, "seconds": 15.0},
-        {"count": 110, "grpc_watchers": 10, "sse_watchers": 3, "rate": 10.0, "seconds": 3.0},
+        {
+            "count": 1000,
+            "grpc_watchers": 200,
+            "sse_watchers": 50,
+            "rate": 100.0,
+            "seconds": 30.0,
+            "repeats": 2,
+        },
+        {"count": 110, "grpc_watchers": 10, "sse_watchers": 3, "rate": 10.0, "seconds": 3.0, "repeats": 1},
     ),
 }
+# W4's rate sweep (`fanout --sweep`), (full, quick): rates a factor of about sqrt(2) apart, 10 s
+# each, ours and the floor taking turns, until one of ours is cut off and the floor's p99
+# passes 1 s; ~5 minutes.
+SWEEP: tuple[dict[str, Any], dict[str, Any]] = (
+    {
+        "count": 1000,
+        "grpc_watchers": 200,
+        "sse_watchers": 50,
+        "rates": [10.0, 14.0, 20.0, 28.0, 40.0, 57.0, 80.0, 113.0, 160.0, 226.0, 320.0],
+        "seconds": 10.0,
+    },
+    {"count": 110, "grpc_watchers": 10, "sse_watchers": 3, "rates": [10.0, 20.0], "seconds": 2.0},
+)
 RUNNERS = {
     "source": source.run,
     "startup": workloads.startup,
     "memory": workloads.memory,
     "requests": workloads.requests,
-    "fanout": workloads.fanout,
+    "fanout": fanout.run,
 }
 
 
@@ -63,10 +83,26 @@ def table(results: dict[str, Any]) -> list[str]:
     if "fanout" in results:
         r = results["fanout"]
         name = f"W4 {r['pods']} pods {r['grpc_watchers']}+{r['sse_watchers']} w {r['rate']:g}/s"
-        for key in ("cut_off", "min_share_delivered", "p50_ms", "p99_ms", "server_cpu_us_per_frame"):
-            row(name, key, r[key])
-        if "source" in results:
-            row(name, "p99 vs W1 watchfiles floor", r["p99_ms"], results["source"]["floor"]["p99_ms"])
+        o, f = r["ours"], r["floor"]
+        for key in ("cut_off", "lost", "p50_ms", "p99_ms", "grpc_p99_ms", "sse_p99_ms", "frames_per_s"):
+            row(name, key, o[key], f[key])
+        for key in (
+            "server_cpu_us_per_frame",
+            "server_cpu_share",
+            "client_cpu_us_per_frame",
+            "client_cpu_share",
+        ):
+            row(name, key, o[key], f[key])
+    if "fanout_sweep" in results:
+        r = results["fanout_sweep"]
+        name = f"W4 sweep {r['grpc_watchers']}+{r['sse_watchers']} w {r['seconds']:g} s"
+        top = max(r["rates"])
+
+        def rate(found: float | None) -> str:
+            return f"{found:g}" if found is not None else f">{top:g}"  # not reached
+
+        ours, floor = rate(r["ours_first_cut_off_rate"]), rate(r["floor_p99_over_1s_rate"])
+        lines.append(f"{name:28} {'/s: ours cut off, floor p99>1s':30} {ours:>10} {floor:>10}")
     if "memory" in results:
         for r in results["memory"]:
             name = f"W5 {r['pods']} pods"
@@ -87,10 +123,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload", nargs="?", default="all", choices=["all", *RUNNERS])
     parser.add_argument("--quick", action="store_true", help="every workload small; for CI")
+    parser.add_argument("--sweep", action="store_true", help="fanout: the rate sweep (~5 min)")
     args = parser.parse_args()
     chosen = list(RUNNERS) if args.workload == "all" else [args.workload]
     results: dict[str, Any] = {}
     started = time.monotonic()
+    if args.sweep:
+        if args.workload != "fanout":
+            parser.error("--sweep goes with the fanout workload")
+        results["fanout_sweep"] = fanout.sweep(**SWEEP[1 if args.quick else 0])
+        chosen = []
     for name in chosen:
         sizes = SIZES[name][1 if args.quick else 0]
         results[name] = RUNNERS[name](**sizes)

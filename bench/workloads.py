@@ -1,12 +1,10 @@
-"""W3 (gRPC/HTTP Get and masked List), W4 (watch fan-out), W5 (memory) and W6 (start-up), each
+"""W3 (gRPC/HTTP Get and masked List), W5 (memory) and W6 (start-up), each
 against a real `pods-api serve` beside a floor measured in the same run. `python -m bench`
-runs them; see BENCHMARKS.md for what each floor is."""
+runs them; see BENCHMARKS.md for what each floor is. W4 (the watch fan-out) is bench/fanout.py."""
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import re
 import statistics
 import subprocess
 import sys
@@ -25,7 +23,6 @@ from pods_api.core.pb import pods_v1alpha1_pb2 as api
 
 MASK = "metadata.name,metadata.namespace,metadata.uid,status.phase,status.podIPs"
 UID = "00000000-0000-0000-0000-000000000007"
-_STAMP = re.compile(rb"generation-(\d+)")
 # The v1alpha1 watch's start marker: WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}.
 SYNC_FRAME = api.WatchPodsEvent(type="INITIAL_SYNC_COMPLETE").SerializeToString()
 
@@ -266,127 +263,3 @@ def requests(count: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
                 floor.terminate()
                 floor.wait()
     return rows
-
-
-# -- W4 fan-out ----------------------------------------------------------------------------------
-
-
-def _watch_process(kind: str, target: str, count: int, seconds: float, queue: Any) -> None:
-    """`count` watchers of one kind in this process; puts (delays, cut_off, stamps per watcher)."""
-
-    async def grpc_watchers() -> tuple[list[float], int, list[int]]:
-        delays: list[float] = []
-        cut = 0
-        seen: list[set[int]] = [set() for _ in range(count)]
-        async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
-            watch = channel.unary_stream("/v1alpha1.Pods/WatchPods")
-
-            async def one(i: int) -> None:
-                nonlocal cut
-                synced = False
-                try:
-                    async for frame in watch(b""):
-                        if not synced:
-                            synced = frame == SYNC_FRAME
-                            continue
-                        now = time.time_ns()
-                        for stamp in _STAMP.findall(frame):
-                            s = int(stamp)
-                            if s > 10**15:
-                                seen[i].add(s)
-                                delays.append((now - s) / 1e6)
-                except grpc.aio.AioRpcError as exc:
-                    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                        cut += 1
-
-            tasks = [asyncio.create_task(one(i)) for i in range(count)]
-            await asyncio.sleep(seconds)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return delays, cut, [len(s) for s in seen]
-
-    async def sse_watchers() -> tuple[list[float], int, list[int]]:
-        delays: list[float] = []
-        cut = 0
-        seen: list[set[int]] = [set() for _ in range(count)]
-        transport = httpx.AsyncHTTPTransport(uds=target)
-        limits = httpx.Limits(max_connections=count + 1)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://localhost", timeout=None, limits=limits
-        ) as client:
-
-            async def one(i: int) -> None:
-                nonlocal cut
-                async with client.stream("GET", "/v1/pods", params={"watch": "true"}) as response:
-                    synced = False
-                    async for line in response.aiter_lines():
-                        if not synced:
-                            synced = "INITIAL_SYNC_COMPLETE" in line
-                            continue
-                        if line.startswith("event: ERROR"):
-                            cut += 1
-                        now = time.time_ns()
-                        for stamp in _STAMP.findall(line.encode()):
-                            s = int(stamp)
-                            if s > 10**15:
-                                seen[i].add(s)
-                                delays.append((now - s) / 1e6)
-
-            tasks = [asyncio.create_task(one(i)) for i in range(count)]
-            await asyncio.sleep(seconds)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return delays, cut, [len(s) for s in seen]
-
-    queue.put(asyncio.run(grpc_watchers() if kind == "grpc" else sse_watchers()))
-
-
-def fanout(count: int, grpc_watchers: int, sse_watchers: int, rate: float, seconds: float) -> dict[str, Any]:
-    """Watchers in two other processes; a writer process rewriting fixture files at `rate`."""
-    from bench.source import writer
-
-    ctx = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp) / "fixtures"
-        pods.write(directory, count, kind="fixture")
-        with serving(Path(tmp) / "run", "--fixtures", str(directory), "--max-watchers", "2000") as s:
-            asyncio.run(until_serving(s.target))
-            queue = ctx.Queue()
-            span = seconds + 4.0
-            procs = [
-                ctx.Process(target=_watch_process, args=("grpc", s.target, grpc_watchers, span, queue)),
-                ctx.Process(target=_watch_process, args=("sse", s.http, sse_watchers, span, queue)),
-            ]
-            for proc in procs:
-                proc.start()
-            time.sleep(2.0)  # the watches are open
-            start_at = time.time() + 0.5
-            write = ctx.Process(
-                target=writer, args=(str(directory), count, rate, seconds, start_at, "fixture")
-            )
-            cpu = cpu_seconds(s.proc.pid)
-            write.start()
-            results = [queue.get(timeout=span + 120) for _ in procs]
-            cpu = cpu_seconds(s.proc.pid) - cpu
-            write.join()
-            for proc in procs:
-                proc.join()
-    delays = sorted(d for r in results for d in r[0])
-    frames = len(delays)
-    writes = int(rate * seconds)
-    per_watcher = [n for r in results for n in r[2]]
-    return {
-        "pods": count,
-        "grpc_watchers": grpc_watchers,
-        "sse_watchers": sse_watchers,
-        "rate": rate,
-        "seconds": seconds,
-        "writes": writes,
-        "cut_off": sum(r[1] for r in results),
-        "min_share_delivered": min(per_watcher) / writes if per_watcher else 0.0,
-        "p50_ms": delays[frames // 2] if delays else float("nan"),
-        "p99_ms": delays[int(frames * 0.99)] if delays else float("nan"),
-        "server_cpu_us_per_frame": cpu / frames * 1e6 if frames else float("nan"),
-    }
