@@ -84,8 +84,10 @@ def table(results: dict[str, Any]) -> list[str]:
         r = results["fanout"]
         name = f"W4 {r['pods']} pods {r['grpc_watchers']}+{r['sse_watchers']} w {r['rate']:g}/s"
         o, f = r["ours"], r["floor"]
-        for key in ("cut_off", "lost", "p50_ms", "p99_ms", "grpc_p99_ms", "sse_p99_ms", "frames_per_s"):
-            row(name, key, o[key], f[key])
+        for key in ("cut_off", "lost", "unpublished", "p50_ms", "p99_ms", "grpc_p99_ms", "sse_p99_ms"):
+            ours, floor = (float("nan") if v is None else v for v in (o[key], f[key]))  # None: unknown
+            row(name, key, ours, floor)
+        row(name, "frames_per_s", o["frames_per_s"], f["frames_per_s"])
         for key in (
             "server_cpu_us_per_frame",
             "server_cpu_share",

@@ -8,7 +8,8 @@ knows which write each frame is, and when it was made. Per phase (a rate for som
 
 - every watcher's set of write stamps received: lost = writes a watcher still open at the end
   never got (after the last write, the collector waits until every open watcher has every
-  write, or a patience runs out), duplicated = a stamp received twice by one watcher;
+  write, however late, while writes keep arriving), duplicated = a stamp received twice by one
+  watcher; unpublished = writes no watcher got at all;
 - cut off = a watch that ended under the watcher (gRPC: its status code; SSE: its ERROR event or
   the connection's end), whatever the reason;
 - delay from write to client, p50 and p99 over every (watcher, write);
@@ -28,6 +29,7 @@ import contextlib
 import multiprocessing
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -54,7 +56,14 @@ _SYNC_FRAME = api.WatchPodsEvent(type="INITIAL_SYNC_COMPLETE").SerializeToString
 _WATCH = "/v1alpha1.Pods/WatchPods"
 # Safety nets only: each is waited on as an event and ends far sooner on a working run.
 SYNC_PATIENCE = 300.0  # every watcher has its start (ours sends each 1,000 pods first)
-DRAIN_PATIENCE = 20.0  # after the last write, every open watcher has every write
+# After the last write, the collector waits until every open watcher has every write, however
+# late, as long as writes keep arriving: it gives up once none has for DRAIN_STALL seconds (the
+# rest are lost), or after DRAIN_CAP seconds in all (so a run ends in bounded time).
+DRAIN_STALL = 5.0
+DRAIN_CAP = 90.0
+# Ours' histogram of the time from the cache publishing an event to a watcher's stream taking
+# it (core/metrics.py): the part of the delay that is the fan-out's, not the source's.
+_TAKEN = re.compile(rb'^pods_api_watch_event_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.MULTILINE)
 # Lag of this timer in a watcher process says whether the client itself kept up.
 _PROBE_S = 0.01
 
@@ -73,6 +82,7 @@ class _Watchers:
     duplicates: int = 0
     expected: frozenset[int] = frozenset()
     owed: dict[int, int] = field(default_factory=dict)  # open watcher -> expected writes missing
+    progress: int = 0  # expected writes received, for telling a slow drain from a stalled one
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     lags: list[float] = field(default_factory=list)
 
@@ -86,6 +96,7 @@ class _Watchers:
             return
         seen[stamp] = now
         if stamp in self.expected and i in self.owed:
+            self.progress += 1
             self.owed[i] -= 1
             if not self.owed[i]:
                 del self.owed[i]
@@ -110,8 +121,21 @@ class _Watchers:
             if time.monotonic() >= deadline:
                 return
 
-    async def collect(self, stamps: list[int], patience: float) -> dict[str, Any]:
-        """Once every open watcher has every write in `stamps` (or the patience ran out): the
+    async def drain(self) -> None:
+        """Until no open watcher is owed a write, or none has arrived for DRAIN_STALL seconds."""
+        deadline = time.monotonic() + DRAIN_CAP
+        last, quiet_since = self.progress, time.monotonic()
+        while self.owed and time.monotonic() < deadline:
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), 1.0)  # a watcher done, or one more second
+            if self.progress != last:
+                last, quiet_since = self.progress, time.monotonic()
+            elif time.monotonic() - quiet_since >= DRAIN_STALL:
+                return
+
+    async def collect(self, stamps: list[int]) -> dict[str, Any]:
+        """Once every open watcher has every write in `stamps` (or they stopped coming): the
         phase's figures. Then forget the phase."""
         self.expected = frozenset(stamps)
         self.owed = {}
@@ -119,7 +143,7 @@ class _Watchers:
             missing = len(self.expected) - sum(1 for s in self.arrivals[i] if s in self.expected)
             if missing:
                 self.owed[i] = missing
-        await self.until(lambda: not self.owed, patience)
+        await self.drain()
         delays = array.array("d")
         lost = 0
         for i in range(self.count):
@@ -128,12 +152,14 @@ class _Watchers:
             if i in self.synced:
                 lost += sum(1 for s in self.expected if s not in got)
         reached = set().union(*(set(a) for a in self.arrivals)) & self.expected
+        # Whether a write was published at all only shows while some watcher here is open.
+        unpublished = len(self.expected) - len(reached) if self.synced else None
         result = {
             "delays_ms": delays.tobytes(),
             "open": len(self.synced),
             "cut_off": dict(self.ended),
             "lost": lost,
-            "unpublished": len(self.expected) - len(reached),
+            "unpublished": unpublished,
             "duplicates": self.duplicates,
             "client_lag_max_ms": max(self.lags, default=0.0) * 1000,
         }
@@ -279,6 +305,14 @@ class _Side:
     directory: Path
     templates: list[tuple[Path, bytes, bytes]]
     watchers: dict[str, tuple[multiprocessing.process.BaseProcess, Connection]]
+    metrics: str | None = None  # ours' /metrics URL
+
+    def taken(self) -> dict[str, float]:
+        """Ours' publish-to-taken histogram: events counted at or under each bound (seconds)."""
+        if self.metrics is None:
+            return {}
+        text = httpx.get(self.metrics).content
+        return {le.decode(): float(n) for le, n in _TAKEN.findall(text)}
 
     def ask(self, *command: Any) -> dict[str, Any]:
         for _, conn in self.watchers.values():
@@ -294,17 +328,29 @@ class _Side:
     def phase(self, rate: float, seconds: float) -> dict[str, Any]:
         """Writes at `rate` for `seconds`, then every open watcher's figures once they have them."""
         opened = self.open()
+        taken = self.taken()
         server, client, started = cpu_seconds(self.server_pid), self.client_cpu(), time.monotonic()
         box: list[tuple[list[int], float]] = []
         writer = threading.Thread(target=lambda: box.append(_write(self.templates, rate, seconds)))
         writer.start()
         writer.join()
         stamps, took = box[0]
-        got = self.ask("collect", stamps, DRAIN_PATIENCE)
+        got = self.ask("collect", stamps)
         server = cpu_seconds(self.server_pid) - server
         client = self.client_cpu() - client
         wall = time.monotonic() - started
-        return _figures(self.name, rate, seconds, took, wall, len(stamps), opened, got, server, client)
+        out = _figures(self.name, rate, seconds, took, wall, len(stamps), opened, got, server, client)
+        if taken:
+            after = self.taken()
+            counts = {le: after[le] - taken.get(le, 0.0) for le in after}
+            every = counts.pop("+Inf") or float("nan")
+            # Of the events our streams took in the phase, the share taken later than each bound
+            # after the cache published them (the rest of the delay is the source's, or the send's).
+            out["taken_later_than"] = {le: 1 - n / every for le, n in counts.items() if le in _BOUNDS}
+        return out
+
+
+_BOUNDS = ("0.01", "0.1", "0.5", "1.0")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -350,7 +396,9 @@ def _figures(
             "cut_off_why": cut,
             "lost": sum(r["lost"] for r in got.values()),
             # A write no watcher of any process received: the source never published it.
-            "unpublished": min(r["unpublished"] for r in got.values()),
+            "unpublished": min(
+                (r["unpublished"] for r in got.values() if r["unpublished"] is not None), default=None
+            ),
             "duplicates": sum(r["duplicates"] for r in got.values()),
             "frames": frames,
             "frames_per_s": frames / wall,
@@ -376,8 +424,12 @@ def _sides(count: int, grpc_watchers: int, sse_watchers: int, fmt: str) -> Itera
         root = Path(tmp)
         pods.write(root / "ours", count, kind="fixture", fmt=fmt)
         shutil.copytree(root / "ours", root / "floor")
+        with socket.socket() as probe:  # a free loopback port for ours' /metrics
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        metrics = ("--metrics-listen", f"127.0.0.1:{port}")
         ours = stack.enter_context(
-            serving(root / "run", "--fixtures", str(root / "ours"), "--max-watchers", "2000")
+            serving(root / "run", "--fixtures", str(root / "ours"), "--max-watchers", "2000", *metrics)
         )
         (root / "floor-run").mkdir()
         floor = subprocess.Popen(
@@ -406,7 +458,8 @@ def _sides(count: int, grpc_watchers: int, sse_watchers: int, fmt: str) -> Itera
                 proc.start()
                 stack.callback(_stop, proc, mine)
                 watchers[kind] = (proc, mine)
-            sides[name] = _Side(name, pid, root / name, _templates(root / name), watchers)
+            url = f"http://127.0.0.1:{port}/metrics" if name == "ours" else None
+            sides[name] = _Side(name, pid, root / name, _templates(root / name), watchers, url)
         for side in sides.values():
             failed = side.open()
             if any(f["failed"] for f in failed.values()):
@@ -469,9 +522,14 @@ def run(
         "format": fmt,
     }
     for name, results in phases.items():
-        out[name] = {key: statistics.median(r[key] for r in results) for key in _MEDIANS}
+        out[name] = {key: _median([r[key] for r in results]) for key in _MEDIANS}
         out[name]["phases"] = results
     return out
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def sweep(
