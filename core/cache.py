@@ -40,20 +40,18 @@ from pods_api.core.index import (
 )
 from pods_api.core.lru import LRU
 from pods_api.core.pod import PodVersion
-from pods_api.core.watch import EventType, PodEvent, Watcher, WatchHub
+from pods_api.core.watch import BACKLOG_BYTES, BACKLOG_EVENTS, EventType, PodEvent, Watcher, WatchHub
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Events kept for resuming an HTTP watch from a revision: a few minutes of churn on a busy node
-# (a node runs at most a few hundred pods); older resumes get a fresh snapshot instead.
-RING_SIZE = 4096
-# And at most this many bytes of pod encodings referenced by the ring's events (each event
-# counts its pod and the version it replaced, framed protobuf + JSON): the memory the ring may
-# keep alive beyond the pods served. 4,096 events of ~10 KiB pods would pin ~80 MiB; this keeps
-# about 1,600 of them, still minutes of churn.
-RING_BYTES = 32 * 1024 * 1024
+# Events kept for resuming an HTTP watch from a revision, and at most this many bytes of pod
+# encodings they reference (each event counts its pod and the version it replaced): the
+# watchers' backlog bound (core/watch.py), for the same reason, a few minutes of churn on a busy
+# node; older resumes get a fresh snapshot instead.
+RING_SIZE = BACKLOG_EVENTS
+RING_BYTES = BACKLOG_BYTES
 # What every surface says while the cache is not ready (gRPC FAILED_PRECONDITION, HTTP 503).
 NOT_SYNCED = "pod sources have not finished their initial sync"
 # Assembled responses kept per snapshot (one per distinct mask and surface): a handful in
@@ -494,12 +492,8 @@ class PodCache:
     def _remember(self, events: list[PodEvent]) -> None:
         ring = self._ring
         for event in events:
-            size = _held(event.pod) + (_held(event.previous) if event.previous is not None else 0)
+            size = event.held()
             ring.append((event, size))
             self._ring_held += size
         while ring and (len(ring) > self.ring_size or self._ring_held > self.ring_bytes):
             self._ring_held -= ring.popleft()[1]
-
-
-def _held(pod: PodVersion) -> int:
-    return len(pod.framed) + len(pod.json_bytes)

@@ -104,8 +104,9 @@ def _parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=DEFAULT_WATCH_GRACE,
         metavar="SECONDS",
-        help="time a watcher over --watch-buffer has to catch up before it is cut off; it may "
-        f"queue up to 4x the buffer meanwhile (default {DEFAULT_WATCH_GRACE:g}; 0: cut off at once)",
+        help="time a watcher over --watch-buffer may take nothing before it is cut off; it may "
+        "queue up to 4096 events / 32 MiB of pods meanwhile "
+        f"(default {DEFAULT_WATCH_GRACE:g}; 0: cut off at once)",
     )
     add(
         "--max-watchers",

@@ -1,4 +1,4 @@
-"""Watch fan-out: every watcher has a bounded queue; publishing never waits for a client.
+"""Watch fan-out: every watcher has a queue; publishing never waits for a client.
 
 A watcher that falls behind is cut off (its queue would otherwise grow without bound, or make
 every other watcher wait): the client lists and watches again, as with the kubelet.
@@ -6,14 +6,19 @@ every other watcher wait): the client lists and watches again, as with the kubel
 "Behind" is judged when a change arrives: a watcher that holds `capacity` undelivered events is
 over. One change that touches many pods at once (a relist, a PodList file rewritten) is always
 taken whole by a watcher that is not over, so it never cuts off a watcher that was keeping up.
-A watcher that is over is given `grace` seconds to get back under `capacity`, as the API
-server's watch cache gives a full watcher a time budget: a burst faster than the client reads
-(a rollout, a relist of a big node) passes, a client that keeps up on average is never cut
-off. It is cut off when it is still over once the grace ends (a timer, so a stalled client is
-cut off even when nothing more is published), or at once when its queue reaches
-`BURST_FACTOR * capacity` events, which bounds memory. Queued events share the cache's pod
-versions, so a queue costs a pointer per event, not the pods' bytes. With `grace` 0 the rule is
-the kubelet's: over at a change is cut off.
+
+A watcher is cut off for what its client does, not for what the server does. While it is over,
+it is cut off when it has taken nothing for `grace` seconds: its client stopped reading (a timer,
+so a stalled client is cut off even when nothing more is published). As the API server's watch
+cache gives a full watcher a time budget, a burst faster than the client reads passes; and when
+the server itself is short of CPU, so that every watcher's queue grows because the loop comes
+round to each less often than changes arrive, nobody is cut off for it: cutting them off would
+only add a relist each to the load. Memory stays bounded by the backlog: a watcher whose queue
+passes `backlog_events` events or `backlog_bytes` bytes of pod encodings is cut off at once. Every
+queue is a suffix of one published stream and shares the cache's pod versions, so all queues
+together keep alive at most one backlog's bytes, however many watchers there are (the same bound
+as the cache's ring, which is the same kind of suffix). With `grace` 0 the rule is the
+kubelet's: over at a change is cut off.
 """
 
 from __future__ import annotations
@@ -28,12 +33,16 @@ from enum import IntEnum
 from pods_api.core.pod import PodVersion
 from pods_api.core.status import Code, ResourceExhausted, StatusError
 
-# A watcher over capacity may queue up to this many times its capacity while in its grace: the
-# bound on memory a burst can take (with the default capacity of 100, 400 pointers).
-BURST_FACTOR = 4
-# Seconds a watcher over capacity has to get back under it: a burst of a few thousand events
-# drains in well under a second into a reading client, and a stalled one is cut off soon after.
+# Seconds a watcher over capacity may take nothing before it is cut off: a reading client takes
+# an event every loop round trip (milliseconds, well under a second on a loaded node), so only a
+# client that stopped reading gets near it, and is cut off soon after.
 DEFAULT_GRACE = 2.0
+# What a watcher may have queued: the cache's ring bounds (core/cache.py uses these), a few
+# minutes of churn on a busy node. Queues pin old pod versions only within this suffix of the
+# published stream, so the bound holds for all watchers together.
+BACKLOG_EVENTS = 4096
+# 4,096 events of ~10 KiB pods would pin ~80 MiB; this keeps about 1,600 of them.
+BACKLOG_BYTES = 32 * 1024 * 1024
 
 
 class EventType(IntEnum):
@@ -52,6 +61,13 @@ class PodEvent:
     revision: int
     previous: PodVersion | None  # for MODIFIED: the version this one replaces
     published: float  # time.monotonic() when the cache published it
+
+    def held(self) -> int:
+        """The bytes of pod encodings this event keeps alive (its pod and the one it replaces)."""
+        size = len(self.pod.framed) + len(self.pod.json_bytes)
+        if self.previous is not None:
+            size += len(self.previous.framed) + len(self.previous.json_bytes)
+        return size
 
 
 class WatchEnded(StatusError):
@@ -82,11 +98,13 @@ class Watcher:
         self._hub = hub
         self._capacity = capacity
         self._grace = grace
-        self._limit = capacity * BURST_FACTOR if grace > 0 else capacity
-        self._queue: deque[PodEvent] = deque()
+        # Each event with the bytes it keeps alive (shared by every watcher's queue).
+        self._queue: deque[tuple[PodEvent, int]] = deque()
+        self._queued_bytes = 0
         self._wakeup = asyncio.Event()
         self._ended: WatchEnded | None = None
-        self._over_since: float | None = None  # when it went over capacity, while it is
+        self._over = False
+        self._taken_at = time.monotonic()  # when its client last took an event (or subscribed)
 
     async def get(self) -> PodEvent:
         """The next event; raises WatchEnded when the watch is over."""
@@ -95,9 +113,11 @@ class Watcher:
                 raise self._ended
             self._wakeup.clear()
             await self._wakeup.wait()
-        event = self._queue.popleft()
-        if self._over_since is not None and len(self._queue) < self._capacity:
-            self._over_since = None  # back under: the burst passed
+        event, size = self._queue.popleft()
+        self._queued_bytes -= size
+        self._taken_at = time.monotonic()
+        if self._over and len(self._queue) < self._capacity:
+            self._over = False  # back under: the burst passed
         return event
 
     def close(self) -> None:
@@ -105,41 +125,50 @@ class Watcher:
         self._hub._watchers.discard(self)
         self._hub._open.discard(self)
 
-    def _offer(self, events: list[PodEvent]) -> None:
+    def _offer(self, events: list[tuple[PodEvent, int]], size: int) -> None:
         if self._ended is not None:
             return
         if len(self._queue) >= self._capacity:
-            now = time.monotonic()
-            if self._over_since is None and self._grace > 0:
-                self._over_since = now
-                self._check_later()
-            elif self._over_since is None or now - self._over_since >= self._grace:
+            if self._grace <= 0 or (self._over and time.monotonic() - self._taken_at >= self._grace):
                 self._fell_behind(len(events))
                 return
-            if len(self._queue) + len(events) > self._limit:
+            if not self._over:
+                self._over = True
+                self._check_later(self._taken_at + self._grace)
+            if self._past_backlog(len(events), size):
                 self._fell_behind(len(events))
                 return
         self._queue.extend(events)
+        self._queued_bytes += size
         self._wakeup.set()
 
-    def _check_later(self) -> None:
+    def _past_backlog(self, events: int, size: int) -> bool:
+        hub = self._hub
+        return len(self._queue) + events > hub.backlog_events or self._queued_bytes + size > hub.backlog_bytes
+
+    def _check_later(self, when: float) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a synchronous caller): judged at the next change instead
-        loop.call_later(self._grace, self._check)
+        loop.call_later(max(0.0, when - time.monotonic()), self._check)
 
     def _check(self) -> None:
-        """The grace is over: still over capacity is cut off."""
-        over = self._over_since
-        if self._ended is None and over is not None and time.monotonic() - over >= self._grace:
+        """A grace may be over: over capacity with nothing taken for `grace` is cut off; one that
+        took something meanwhile is looked at again a grace after what it last took."""
+        if self._ended is not None or not self._over:
+            return
+        if time.monotonic() - self._taken_at >= self._grace:
             self._fell_behind(0)
+        else:
+            self._check_later(self._taken_at + self._grace)
 
     def _fell_behind(self, arriving: int) -> None:
         self._end(FellBehind(dropped=len(self._queue) + arriving))
 
     def _end(self, reason: WatchEnded) -> None:
         self._queue.clear()
+        self._queued_bytes = 0
         self._ended = reason
         self._wakeup.set()
         # No more events; but its stream still holds a place until it ends (close): a client that
@@ -162,9 +191,18 @@ class Watcher:
 
 
 class WatchHub:
-    def __init__(self, *, capacity: int, max_watchers: int, grace: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        max_watchers: int,
+        grace: float = 0.0,
+        backlog_events: int = BACKLOG_EVENTS,
+        backlog_bytes: int = BACKLOG_BYTES,
+    ) -> None:
         self.capacity = capacity
         self.grace = grace
+        self.backlog_events, self.backlog_bytes = backlog_events, backlog_bytes
         self.max_watchers = max_watchers
         # Told how many events a cut-off watcher lost; the server points it at a metric.
         self.on_drop: Callable[[int], None] = lambda dropped: None
@@ -192,8 +230,10 @@ class WatchHub:
 
     def publish(self, events: list[PodEvent]) -> None:
         """Hand one change (all the events of one source update) to every watcher."""
+        held = [(event, event.held()) for event in events]
+        size = sum(h for _, h in held)
         for watcher in list(self._watchers):
-            watcher._offer(events)
+            watcher._offer(held, size)
 
     def stop(self) -> None:
         """End every watch, and refuse new ones: the server is going away."""

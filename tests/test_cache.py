@@ -31,7 +31,7 @@ def new_cache(capacity: int = 100, max_watchers: int = 10) -> tuple[PodCache, li
 def drain(watcher: Any) -> list[tuple[EventType, str]]:
     out = []
     while watcher._queue:
-        event = watcher._queue.popleft()
+        event, _ = watcher._queue.popleft()
         out.append((event.type, event.pod.uid))
     return out
 
@@ -61,7 +61,7 @@ def test_deleted_events_carry_the_last_state_and_modified_the_previous() -> None
     _, watcher = cache.watch()
     sink.upsert(pod("1", "Succeeded"))
     sink.delete("1")
-    modified, deleted = watcher._queue
+    modified, deleted = [e for e, _ in watcher._queue]
     assert modified.previous is not None and modified.previous.json["status"]["phase"] == "Running"
     assert deleted.pod.json["status"]["phase"] == "Succeeded"
 
@@ -76,7 +76,7 @@ def test_each_served_version_carries_the_revision_it_began_at() -> None:
     sink.upsert(pod("1", "Succeeded"))
     sink.upsert(pod("2"))  # the same bytes: no event, the served version keeps its revision
     sink.delete("2")
-    added_1, added_2, modified, deleted = watcher._queue
+    added_1, added_2, modified, deleted = [e for e, _ in watcher._queue]
     assert [e.pod.revision for e in (added_1, added_2, modified)] == [
         e.revision for e in (added_1, added_2, modified)
     ]
@@ -223,9 +223,17 @@ async def test_a_watcher_behind_by_capacity_is_cut_off_and_the_loss_counted() ->
     assert len(cache.hub) == 1
 
 
-def grace_cache(capacity: int, grace: float) -> tuple[PodCache, asyncio.Future[int]]:
+def grace_cache(
+    capacity: int, grace: float, backlog_events: int = 4096, backlog_bytes: int = 1 << 30
+) -> tuple[PodCache, asyncio.Future[int]]:
     cut_off: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    hub = WatchHub(capacity=capacity, max_watchers=10, grace=grace)
+    hub = WatchHub(
+        capacity=capacity,
+        max_watchers=10,
+        grace=grace,
+        backlog_events=backlog_events,
+        backlog_bytes=backlog_bytes,
+    )
     hub.on_drop = lambda dropped: cut_off.done() or cut_off.set_result(dropped)
     return PodCache(hub), cut_off
 
@@ -249,17 +257,56 @@ async def test_a_watcher_over_capacity_that_catches_up_within_its_grace_loses_no
     assert not cut_off.done() and len(cache.hub) == 1
 
 
-async def test_a_burst_beyond_the_grace_bound_is_cut_off_at_once() -> None:
-    cache, cut_off = grace_cache(capacity=2, grace=60)
+async def test_a_watcher_that_keeps_taking_is_not_cut_off_however_long_it_stays_over() -> None:
+    # The server is the slow one (say its CPU is short): the watcher takes an event whenever it
+    # is offered one, but changes come faster. Its queue grows past capacity and stays there for
+    # many graces; it is never cut off for it, and gets every event in order.
+    cache, cut_off = grace_cache(capacity=2, grace=0.3)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod(str(i)) for i in range(3)])
+    published, taken = 3, []
+    deadline = asyncio.get_running_loop().time() + 1.5  # five graces
+    while asyncio.get_running_loop().time() < deadline:
+        sink.upsert(pod(str(published % 3), f"Phase{published}"))
+        sink.upsert(pod(str((published + 1) % 3), f"Phase{published + 1}"))
+        published += 2
+        taken.append(await watcher.get())
+        await asyncio.sleep(0.01)  # time passing is what this test is about
+    assert not cut_off.done()
+    while len(taken) < published:
+        taken.append(await watcher.get())
+    first = taken[0].revision
+    assert [e.revision for e in taken] == list(range(first, first + published))
+
+
+async def test_a_backlog_past_its_events_bound_is_cut_off_at_once() -> None:
+    cache, cut_off = grace_cache(capacity=2, grace=60, backlog_events=8)
     sink = cache.source("a")
     _, watcher = cache.watch()
     sink.replace([pod(str(i)) for i in range(5)])
-    sink.upsert(pod("0", "Failed"))  # 6 queued: within 4 x capacity
+    sink.upsert(pod("0", "Failed"))  # 6 queued: over, in its grace
     sink.upsert(pod("1", "Failed"))  # 7
     sink.upsert(pod("2", "Failed"))  # 8: the bound
     assert not cut_off.done()
     sink.upsert(pod("3", "Failed"))  # 9 > 8: memory is bounded, grace or not
     assert cut_off.result() == 9
+    with pytest.raises(FellBehind):
+        await watcher.get()
+
+
+async def test_a_backlog_past_its_bytes_bound_is_cut_off_at_once() -> None:
+    one = pod("0")
+    size = len(one.framed) + len(one.json_bytes)
+    # Room for the first change's 3 pods and a MODIFIED (which counts the version it replaces).
+    cache, cut_off = grace_cache(capacity=2, grace=60, backlog_bytes=6 * size)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod(str(i)) for i in range(3)])
+    sink.upsert(pod("0", "Pending"))  # ~5 pods' bytes queued
+    assert not cut_off.done()
+    sink.upsert(pod("1", "Pending"))  # ~7 > 6
+    assert cut_off.result() == 5
     with pytest.raises(FellBehind):
         await watcher.get()
 
