@@ -118,6 +118,8 @@ def table(results: dict[str, Any]) -> list[str]:
         name = f"W6 {r['files']} manifests"
         row(name, "to SERVING s (wall)", r["ours_wall_s"], r["floor_wall_s"])
         row(name, "CPU s", r["ours_cpu_s"], r["floor_cpu_s"])
+        row(name, "s (wall) vs PyYAML CSafeLoader", r["ours_wall_s"], r["pyyaml_floor_wall_s"])
+        row(name, "CPU s vs PyYAML CSafeLoader", r["ours_cpu_s"], r["pyyaml_floor_cpu_s"])
     return lines
 
 
