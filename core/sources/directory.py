@@ -22,7 +22,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -31,7 +31,7 @@ from watchfiles import awatch
 
 from pods_api.core.cache import SourceSink
 from pods_api.core.pod import PodVersion
-from pods_api.core.sources import ErrorCounter
+from pods_api.core.sources import ErrorCounter, workers
 from pods_api.core.sources.loader import (
     ManifestError,
     Reporter,
@@ -39,6 +39,7 @@ from pods_api.core.sources.loader import (
     read_manifest,
     unique_pods,
 )
+from pods_api.core.sources.workers import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -177,12 +178,51 @@ class DirectorySource:
 
     def _update(self, dirty: set[str] | None) -> bool:
         """Bring the files' states up to date; whether a listed file vanished meanwhile."""
+        first = not self._files
         reads, vanished = self._examine(dirty)
+        changed: list[tuple[_File, _Read, bytes]] = []
         for read in reads:
             state = self._files.get(read.origin)
-            if state is not None:
-                self._decode_into(state, read)
+            if state is None:
+                continue
+            digest = hashlib.blake2b(read.data, digest_size=16).digest()
+            if digest == state.digest:
+                state.stat = read.stat  # touched, or the same bytes written again
+            else:
+                changed.append((state, read, digest))
+        items = [(read.origin, read.data) for _, read, _ in changed]
+        if first:  # the start-up's bulk load: in worker processes too (workers.py)
+            outcomes: Iterable[Outcome] = workers.decode(items, self, self._worker_factory(), self._adopt)
+        else:
+            outcomes = (self.decode_file(origin, data) for origin, data in items)
+        # The digest is recorded only once a file's decoding ends (an unexpected exception
+        # leaves the state as it was): a restarted source then decodes these bytes again instead
+        # of taking them for bytes already decoded.
+        for (state, read, digest), (pods, warnings, error) in zip(changed, outcomes, strict=True):
+            state.stat, state.digest = read.stat, digest
+            if error is not None:
+                state.decode_error = error  # earlier pods stay
+            else:
+                state.pods, state.warnings, state.decode_error = pods, warnings, None
         return vanished
+
+    def decode_file(self, origin: str, data: bytes) -> Outcome:
+        """One file's pods and warnings, or why it gives none."""
+        warnings: list[str] = []
+        try:
+            return self._decode(origin, data, warnings), warnings, None
+        except ManifestError as exc:
+            return [], [], str(exc)
+
+    def _worker_factory(self) -> Callable[[], workers.Decoder] | None:
+        """How a worker process makes a source that decodes as this one does; None: no workers."""
+        return None
+
+    def worker_state(self) -> object:
+        return None
+
+    def _adopt(self, state: object) -> None:
+        """Take over what a worker's `worker_state()` returned."""
 
     def _examine(self, dirty: set[str] | None) -> tuple[list[_Read], bool]:
         """Read the files that may have changed: every listed file (dirty None) or those named.
@@ -254,23 +294,6 @@ class DirectorySource:
         if key is not None and _stat_key(path, now) != key:
             key = None  # written while being read: look again next time
         return _Read(origin, key, data)
-
-    def _decode_into(self, state: _File, read: _Read) -> None:
-        digest = hashlib.blake2b(read.data, digest_size=16).digest()
-        if digest == state.digest:
-            state.stat = read.stat  # touched, or the same bytes written again
-            return
-        warnings: list[str] = []
-        # The digest is recorded only once decoding ends (an unexpected exception leaves the
-        # state as it was): a restarted source then decodes these bytes again instead of taking
-        # them for bytes already decoded.
-        try:
-            pods = self._decode(read.origin, read.data, warnings)
-        except ManifestError as exc:
-            state.stat, state.digest, state.decode_error = read.stat, digest, str(exc)  # earlier pods stay
-            return
-        state.stat, state.digest = read.stat, digest
-        state.pods, state.warnings, state.decode_error = pods, warnings, None
 
     # -- watching ------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ Edits are served within a second; a file that stops parsing keeps its last good 
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 from pods_api.core.pod import PodVersion
@@ -32,6 +34,9 @@ class FixturesSource(DirectorySource):
             or filename.endswith(_EDITOR_SUFFIXES)
             or filename == "4913"  # vim's probe for whether it may write the directory
         )
+
+    def _worker_factory(self) -> Callable[[], FixturesSource]:
+        return functools.partial(FixturesSource, self.path)
 
     def _decode(self, origin: str, data: bytes, warnings: list[str]) -> list[PodVersion]:
         pods = []

@@ -5,7 +5,9 @@ reads and changes them; the rules themselves are in `staticpod.py`.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pods_api.core import argtypes
@@ -46,6 +48,16 @@ class ManifestDirSource(DirectorySource):
 
     def _served(self, pods: list[PodVersion]) -> None:
         self._rules.retain({pod.uid for pod in pods})
+
+    def _worker_factory(self) -> Callable[[], ManifestDirSource]:
+        return functools.partial(ManifestDirSource, self.path, node_name=self._rules.node_name)
+
+    def worker_state(self) -> dict[str, str]:
+        return self._rules.take_seen()
+
+    def _adopt(self, state: object) -> None:
+        assert isinstance(state, dict)
+        self._rules.adopt_seen(state)
 
 
 SOURCE_FLAGS: tuple[str, ...] = ("--manifests DIR",)

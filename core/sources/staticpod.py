@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pods_api.core.codec import CodecError, pod_to_message
@@ -66,6 +66,18 @@ class StaticPodRules:
         uid = pod.metadata.uid or self._generate_uid(pod, source_id)
         self._apply_defaults(pod, uid)
         return PodVersion.from_message(pod)
+
+    def take_seen(self) -> dict[str, str]:
+        """When each uid decoded since the last call was first seen, forgetting it: what a
+        worker process (workers.py) hands back to the source's own rules."""
+        seen, self._seen = self._seen, {}
+        return seen
+
+    def adopt_seen(self, seen: Mapping[str, str]) -> None:
+        """Keep another process's first-seen times, so that the source's own next decode of
+        the same pod gives the same bytes (not a MODIFIED)."""
+        for uid, when in seen.items():
+            self._seen.setdefault(uid, when)
 
     def retain(self, uids: Collection[str]) -> None:
         """Forget when pods no longer served were first seen: if one comes back it is new."""
