@@ -3,6 +3,7 @@ exactly what decoding in the source's thread gives: the same pods, bytes, warnin
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,20 @@ def test_a_later_scan_decodes_in_the_thread(tmp_path: Path, monkeypatch: pytest.
     write(directory / "pod-00.yaml", dump(pod("web-0", uid="uid-new")))
     source._update(None)
     assert [p.uid for p in source._files[str(directory / "pod-00.yaml")].pods] == ["uid-new"]
+
+
+@pytest.mark.parametrize("executable", ["/nonexistent/python", "/bin/true"], ids=["no start", "dies"])
+def test_a_worker_that_fails_leaves_its_files_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, executable: str
+) -> None:
+    directory = tmp_path / "pods"
+    _files(directory)
+    threaded = ManifestDirSource(directory, node_name="node-1")
+    threaded._update(None)
+    monkeypatch.setattr(workers, "BULK_FILES", 1)
+    monkeypatch.setattr(workers, "CHUNK_FILES", 2)
+    monkeypatch.setattr(sys, "executable", executable)
+    pooled = ManifestDirSource(directory, node_name="node-1")
+    pooled._update(None)
+    assert _state(pooled) == _state(threaded)
+    assert "decoding in the source's thread" in caplog.text or "the source's thread decodes" in caplog.text
