@@ -106,3 +106,22 @@ def test_a_worker_that_fails_leaves_its_files_to_the_thread(
     pooled._update(None)
     assert _state(pooled) == _state(threaded)
     assert "decoding in the source's thread" in caplog.text or "the source's thread decodes" in caplog.text
+
+
+def test_a_worker_does_not_import_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon runs as root: a `yaml.py` in the directory it was started from is not code it runs."""
+    directory = tmp_path / "pods"
+    _files(directory)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "yaml.py").write_text("raise SystemExit('imported from the working directory')\n")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(workers, "BULK_FILES", 1)
+    source = ManifestDirSource(directory, node_name="node-1")
+    adopted: list[object] = []
+    adopt = source._adopt
+    monkeypatch.setattr(source, "_adopt", lambda state: (adopted.append(state), adopt(state)))
+    source._update(None)
+    assert adopted  # the worker ran, with the real yaml

@@ -108,8 +108,10 @@ def _share(
         try:
             # Not multiprocessing: it would import the server's main module in each worker,
             # and leave a resource-tracker process behind for the server's lifetime.
+            # -P: `-m` would otherwise put the working directory first on sys.path, and a root
+            # daemon started in a writable directory must not import what lies there.
             proc = subprocess.Popen(
-                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+                [sys.executable, "-P", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE
             )
         except OSError as exc:
             log.warning("cannot start a decoding worker (%s); decoding in the source's thread", exc)
