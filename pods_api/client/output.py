@@ -78,6 +78,7 @@ _GO_NUMBER = re.compile(
     r"|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)"
 )
 _GO_BOOLS = frozenset({"y", "Y", "n", "N"})
+_NOT_GO_TAGS = frozenset({"tag:yaml.org,2002:value", "tag:yaml.org,2002:yaml"})
 _YAML_BREAKS = frozenset("\x85\u2028\u2029")
 
 
@@ -98,6 +99,13 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 _KubectlDumper.add_representer(str, _str)
+# PyYAML's YAML 1.1 resolver knows `=` (tag:yaml.org,2002:value) and a lone `!`, `&` or `*`
+# (tag:yaml.org,2002:yaml); go-yaml has neither, so it reads them as strings and prints `=`
+# plain and the others single-quoted (plain cannot start with an indicator).
+_KubectlDumper.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _NOT_GO_TAGS]
+    for first, resolvers in yaml.SafeDumper.yaml_implicit_resolvers.items()
+}
 
 
 def go_yaml(obj: Any) -> str:
