@@ -65,11 +65,22 @@ class Metrics:
             registry=r,
         )
         r.register(_CacheCollector(cache))
+        # The labelled counters of each (api version, call, code), looked up once: labels() takes
+        # a lock and checks its arguments, 3 µs a call on the hot path. Bounded by the table.
+        self._request_counters: dict[tuple[str, str, Code], tuple[Counter, Counter]] = {}
 
     def record_request(self, api_version: str, method: str, code: Code) -> None:
         """Count one finished call, by the Go name of the code it ended with (as the kubelet)."""
-        self.requests.labels(api_version, code.go_name).inc()
-        self.requests_by_method[method].labels(api_version, code.go_name).inc()
+        key = (api_version, method, code)
+        counters = self._request_counters.get(key)
+        if counters is None:
+            counters = self._request_counters[key] = (
+                self.requests.labels(api_version, code.go_name),
+                self.requests_by_method[method].labels(api_version, code.go_name),
+            )
+        total, by_method = counters
+        total.inc()
+        by_method.inc()
 
 
 class _CacheCollector(Collector):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Scope
 
 from pods_api.core.status import quote
 from pods_api.gateway.errors import Code, error_response
@@ -48,22 +49,16 @@ def arrived_over_tcp(scope: Scope) -> bool:
     return server is not None and server[1] is not None
 
 
-class LoopbackHostMiddleware:
-    """403 PERMISSION_DENIED for a TCP request whose Host is not a loopback name or address."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and arrived_over_tcp(scope):
-            hosts = [value.decode("latin-1") for name, value in scope["headers"] if name == b"host"]
-            if len(hosts) != 1 or not is_loopback_host(hosts[0]):
-                shown = hosts[0] if len(hosts) == 1 else f"{len(hosts)} Host headers"
-                response = error_response(
-                    Code.PERMISSION_DENIED,
-                    f"Host {quote(shown)} is not a loopback name or address; "
-                    "connect as localhost, 127.0.0.1 or [::1]",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def host_refusal(scope: Scope) -> Response | None:
+    """403 PERMISSION_DENIED for a TCP request whose Host is not a loopback name or address; None
+    for any other request (the gateway's request layer, gateway/front.py, asks first)."""
+    if not arrived_over_tcp(scope):
+        return None
+    hosts = [value.decode("latin-1") for name, value in scope["headers"] if name == b"host"]
+    if len(hosts) == 1 and is_loopback_host(hosts[0]):
+        return None
+    shown = hosts[0] if len(hosts) == 1 else f"{len(hosts)} Host headers"
+    return error_response(
+        Code.PERMISSION_DENIED,
+        f"Host {quote(shown)} is not a loopback name or address; connect as localhost, 127.0.0.1 or [::1]",
+    )

@@ -16,6 +16,8 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
+from fastapi.routing import APIRoute
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,9 +25,10 @@ from pods_api.core.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.core.runtime import Core
 from pods_api.core.status import InvalidArgument, NotFound, quote
 from pods_api.core.view import View, parse_view
-from pods_api.gateway import formats, openapi
+from pods_api.gateway import formats, openapi, params
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
-from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, LOOKUP, WAITS_KEY, WATCH, call_dependencies
+from pods_api.gateway.front import PlainRoute
+from pods_api.gateway.rpcs import CALL_KEY, GET, LIST, LOOKUP, WAITS_KEY, WATCH, admit, list_call
 from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
 
 FIELDS_DOC = (
@@ -54,6 +57,8 @@ CONTAINER_ID_DOC = (
 POD_IP_DOC = (
     "Lookup: the pods with this IP in status.podIPs (host-network pods share the node's). Not with `watch`."
 )
+# The route name (and operation id) of the lookup by namespace and name.
+BY_NAME = "GetPodByName"
 RESOURCE_VERSION_DOC = (
     "Watch only: resume after this revision (an `id` of an earlier event); `Last-Event-ID` wins "
     "when both are given. Too old a revision gets a full snapshot."
@@ -100,105 +105,165 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
     return None
 
 
-def router(core: Core) -> APIRouter:
-    pods = APIRouter(tags=["pods"])
-    # Set while the pod sources have synced: what a watch accepted before then waits for.
-    synced = asyncio.Event()
+class PodsRoutes:
+    """The routes, served as plain endpoints (`plain`: gateway/front.py answers them ahead of
+    FastAPI) and declared to FastAPI (`router`: the OpenAPI document, and the query parameters
+    each route takes). A plain endpoint does what FastAPI's dependencies do for other routes, in
+    the same order: names its call, checks the query parameter names, admits the call, reads the
+    view, then the other parameters."""
 
-    def follow(ready: bool) -> None:
-        synced.set() if ready else synced.clear()
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        # Set while the pod sources have synced: what a watch accepted before then waits for.
+        self.synced = asyncio.Event()
+        core.cache.on_readiness(self._follow)
+        self._follow(core.cache.ready)
+        missing = [name for name in (LIST, GET, WATCH, LOOKUP) if name not in core.calls.by_name]
+        if missing:  # at start-up, not per request
+            raise KeyError(f"not in the call table: {', '.join(missing)}")
+        self.declared = self._declare()
+        # Each route's query parameter names, as its declaration takes them.
+        self._takes = {
+            route.name: params.declared(route)
+            for route in self.declared.routes
+            if isinstance(route, APIRoute)
+        }
 
-    core.cache.on_readiness(follow)
-    follow(core.cache.ready)
+    def _follow(self, ready: bool) -> None:
+        self.synced.set() if ready else self.synced.clear()
 
-    @pods.get(
-        "/v1/pods",
-        name=LIST,
-        operation_id="ListPods",
-        summary="List the node's pods, watch them, or look them up by container ID or pod IP",
-        response_class=Response,
-        responses=openapi.list_responses(),
-        dependencies=call_dependencies(core, None),
-    )
-    async def list_pods(
-        request: Request,
-        view: Annotated[View, Depends(selector_view)],
-        pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-        watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
-        container_id: Annotated[str | None, Query(alias=CONTAINER_ID, description=CONTAINER_ID_DOC)] = None,
-        pod_ip: Annotated[str | None, Query(alias=POD_IP, description=POD_IP_DOC)] = None,
-        resource_version: Annotated[
-            str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
-        ] = None,
-        last_event_id: Annotated[
-            str | None, Header(alias="Last-Event-ID", description="Watch only: resume after this event id.")
-        ] = None,
-    ) -> Response:
-        # name_call decided List, Watch or Lookup (it also saw the Accept header); `watch` is
-        # declared for validation and the schema.
-        call = request.scope[CALL_KEY]
+    def router(self) -> APIRouter:
+        return self.declared
+
+    def plain(self) -> list[PlainRoute]:
+        return [
+            PlainRoute("/v1/pods", self.list_pods),
+            PlainRoute("/v1/pods/{uid}", self.get_pod),
+            PlainRoute("/v1/namespaces/{namespace}/pods/{name}", self.get_pod_by_name),
+        ]
+
+    def _begin(self, request: Request, call: str, route: str) -> QueryParams:
+        """Name the call, check the parameter names, admit: what every route does first."""
+        request.scope[CALL_KEY] = call
+        query = request.query_params
+        if query:
+            params.check(query, self._takes[route])
+        admit(self.core, request.scope)
+        return query
+
+    async def list_pods(self, request: Request) -> Response:
+        query = self._begin(request, list_call(request), LIST)
+        view = query_view(query.getlist("fields"), query.get("labelSelector"), query.get("fieldSelector"))
+        pretty, _ = params.flags(query, "pretty", "watch")  # list_call read `watch` already
+        container_id, pod_ip = query.get(CONTAINER_ID), query.get(POD_IP)
+        scope, core = request.scope, self.core
+        call = scope[CALL_KEY]
         if call == WATCH:
             if container_id is not None or pod_ip is not None:
                 raise InvalidArgument(
                     f"{CONTAINER_ID} and {POD_IP} look pods up once; they cannot be watched "
                     "(watch with labelSelector or fieldSelector)"
                 )
-            since = resume_revision(last_event_id, resource_version)
+            since = resume_revision(request.headers.get("last-event-id"), query.get("resourceVersion"))
             config = core.config
-            if request.scope.get(WAITS_KEY):
+            if scope.get(WAITS_KEY):
                 stopping = core.cache.hub.stopping
-                waiting = stream_when_synced(core.streams, synced, stopping, view, since, request.scope)
+                waiting = stream_when_synced(core.streams, self.synced, stopping, view, since, scope)
                 return WatchResponse(waiting, None, config.heartbeat, config.send_timeout)
             opened = open_watch(core.streams, view, since)
-            return WatchResponse(stream(opened, request.scope), opened, config.heartbeat, config.send_timeout)
+            return WatchResponse(stream(opened, scope), opened, config.heartbeat, config.send_timeout)
         fmt = formats.choose(request.headers.get("accept"), pretty)
         if call == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)
             return Response(lookup_body(core.cache.revision, hits, view, fmt), media_type=fmt.media_type)
         return Response(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
 
-    @pods.get(
-        "/v1/pods/{uid}",
-        name=GET,
-        operation_id="GetPod",
-        summary="One pod, by UID",
-        response_class=Response,
-        responses=openapi.get_responses(),
-        dependencies=call_dependencies(core, GET),
-    )
-    async def get_pod(
-        request: Request,
-        uid: str,
-        view: Annotated[View, Depends(field_view)],
-        pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-    ) -> Response:
-        pod = core.cache.get(uid)
+    async def get_pod(self, request: Request) -> Response:
+        query = self._begin(request, GET, GET)
+        view = query_view(query.getlist("fields"))
+        (pretty,) = params.flags(query, "pretty")
+        uid = request.path_params["uid"]
+        pod = self.core.cache.get(uid)
         if pod is None:
             raise NotFound(f"pod {quote(uid)} not found")
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
 
-    @pods.get(
-        "/v1/namespaces/{namespace}/pods/{name}",
-        name="GetPodByName",
-        operation_id="GetPodByName",
-        summary="One pod, by namespace and name (a Lookup)",
-        response_class=Response,
-        responses=openapi.get_responses(),
-        dependencies=call_dependencies(core, LOOKUP),
-    )
-    async def get_pod_by_name(
-        request: Request,
-        namespace: str,
-        name: str,
-        view: Annotated[View, Depends(field_view)],
-        pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-    ) -> Response:
-        hits = find(core.cache, LookupKey(name=(namespace, name)))
+    async def get_pod_by_name(self, request: Request) -> Response:
+        query = self._begin(request, LOOKUP, BY_NAME)
+        view = query_view(query.getlist("fields"))
+        (pretty,) = params.flags(query, "pretty")
+        namespace, name = request.path_params["namespace"], request.path_params["name"]
+        hits = find(self.core.cache, LookupKey(name=(namespace, name)))
         if not hits:
             raise NotFound(f"pod {namespace}/{name} not found")
         # Two sources can serve one name under two UIDs; the lowest UID answers, as List orders.
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)
 
-    return pods
+    def _declare(self) -> APIRouter:
+        """The routes as FastAPI sees them. Their signatures are the documentation; a request
+        reaches them only if it bypasses the front layer, and each hands it to its plain endpoint."""
+        pods = APIRouter(tags=["pods"])
+
+        @pods.get(
+            "/v1/pods",
+            name=LIST,
+            operation_id="ListPods",
+            summary="List the node's pods, watch them, or look them up by container ID or pod IP",
+            response_class=Response,
+            responses=openapi.list_responses(),
+        )
+        async def list_pods(
+            request: Request,
+            view: Annotated[View, Depends(selector_view)],
+            pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+            watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
+            container_id: Annotated[
+                str | None, Query(alias=CONTAINER_ID, description=CONTAINER_ID_DOC)
+            ] = None,
+            pod_ip: Annotated[str | None, Query(alias=POD_IP, description=POD_IP_DOC)] = None,
+            resource_version: Annotated[
+                str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
+            ] = None,
+            last_event_id: Annotated[
+                str | None,
+                Header(alias="Last-Event-ID", description="Watch only: resume after this event id."),
+            ] = None,
+        ) -> Response:
+            return await self.list_pods(request)
+
+        @pods.get(
+            "/v1/pods/{uid}",
+            name=GET,
+            operation_id="GetPod",
+            summary="One pod, by UID",
+            response_class=Response,
+            responses=openapi.get_responses(),
+        )
+        async def get_pod(
+            request: Request,
+            uid: str,
+            view: Annotated[View, Depends(field_view)],
+            pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+        ) -> Response:
+            return await self.get_pod(request)
+
+        @pods.get(
+            "/v1/namespaces/{namespace}/pods/{name}",
+            name=BY_NAME,
+            operation_id=BY_NAME,
+            summary="One pod, by namespace and name (a Lookup)",
+            response_class=Response,
+            responses=openapi.get_responses(),
+        )
+        async def get_pod_by_name(
+            request: Request,
+            namespace: str,
+            name: str,
+            view: Annotated[View, Depends(field_view)],
+            pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+        ) -> Response:
+            return await self.get_pod_by_name(request)
+
+        return pods

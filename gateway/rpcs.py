@@ -3,19 +3,20 @@ interceptors (core/grpc/interceptors.py), in the same order and from the same ca
 (core/calls.py): metrics outermost, then the table's refusal (rate limit, readiness).
 
 A route names its call with a dependency (`name_call`); the refusal is one dependency
-(`admit`); `call_dependencies` gives a route both. `CallMetricsMiddleware` counts every named
-call once, when it is over, with the gRPC code it ended with.
+(`admission`); `call_dependencies` gives a route both. The hot routes (gateway/pods.py) do the
+same without FastAPI: `list_call` and `admit`. The gateway's one request layer
+(gateway/front.py) counts every named call once, when it is over, with the gRPC code it ended
+with (`record_call`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from fastapi import Depends
 from fastapi.params import Depends as Dependency
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from pods_api.core.calls import HTTP_API_VERSION, refusal
 from pods_api.core.metrics import Metrics
@@ -37,7 +38,8 @@ WAITS_KEY = "pods_api.waits_for_sync"
 _TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
 
 
-def _list_call(request: Request) -> str:
+def list_call(request: Request) -> str:
+    """Which call a request for the pods collection is: Watch, Lookup or List."""
     if wants_watch(request):
         return WATCH
     return LOOKUP if any(p in request.query_params for p in LOOKUP_PARAMETERS) else LIST
@@ -70,7 +72,7 @@ def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:
     asks). It reads the raw request, so a call with invalid parameters is still counted."""
 
     async def named(request: Request) -> str:
-        name = call or _list_call(request)
+        name = call or list_call(request)
         request.scope[CALL_KEY] = name
         return name
 
@@ -80,18 +82,24 @@ def name_call(call: str | None) -> Callable[[Request], Awaitable[str]]:
 def admission(core: Core) -> Callable[[Request], Awaitable[None]]:
     """The call table's refusal (rate limit shared with gRPC, readiness), as one dependency."""
 
-    async def admit(request: Request) -> None:
-        refused = refusal(core.calls[request.scope[CALL_KEY]], core.limiter, core.cache)
-        if refused is None:
-            return
-        if request.scope[CALL_KEY] == WATCH and isinstance(refused, FailedPrecondition):
-            # An EventSource takes a 503 as final and never reconnects: a watch over SSE is
-            # accepted while the sources sync, and gets heartbeats until its snapshot is ready.
-            request.scope[WAITS_KEY] = True
-            return
-        raise refused
+    async def admission_dependency(request: Request) -> None:
+        admit(core, request.scope)
 
-    return admit
+    return admission_dependency
+
+
+def admit(core: Core, scope: Scope) -> None:
+    """Raises the refusal of the call named in `scope`, if any."""
+    call = scope[CALL_KEY]
+    refused = refusal(core.calls[call], core.limiter, core.cache)
+    if refused is None:
+        return
+    if call == WATCH and isinstance(refused, FailedPrecondition):
+        # An EventSource takes a 503 as final and never reconnects: a watch over SSE is
+        # accepted while the sources sync, and gets heartbeats until its snapshot is ready.
+        scope[WAITS_KEY] = True
+        return
+    raise refused
 
 
 def end_stream(scope: Scope, code: Code) -> None:
@@ -100,42 +108,17 @@ def end_stream(scope: Scope, code: Code) -> None:
     scope.setdefault(OUTCOME_KEY, code)
 
 
-class CallMetricsMiddleware:
-    """kubelet_pod_requests_total and friends for every named call: once, at its end."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started: list[Code] = []
-
-        async def observe(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                started.append(_response_code(message))
-            await send(message)
-
-        try:
-            await self.app(scope, receive, observe)
-        except asyncio.CancelledError:
-            self._record(scope, Code.CANCELLED)
-            raise
-        except BaseException:
-            self._record(scope, started[0] if started else Code.INTERNAL)
-            raise
-        self._record(scope, started[0] if started else Code.UNKNOWN)
-
-    def _record(self, scope: Scope, code: Code) -> None:
-        call = scope.get(CALL_KEY)
-        if call is not None:
-            self.metrics.record_request(HTTP_API_VERSION, call, scope.get(OUTCOME_KEY, code))
+def record_call(metrics: Metrics, scope: Scope, code: Code) -> None:
+    """Count the call named in `scope` (if any) as ended with `code`, unless a stream recorded
+    how it ended."""
+    call = scope.get(CALL_KEY)
+    if call is not None:
+        metrics.record_request(HTTP_API_VERSION, call, scope.get(OUTCOME_KEY, code))
 
 
-def _response_code(message: Message) -> Code:
-    for name, value in message.get("headers", ()):
+def response_code(status: int, headers: Iterable[tuple[bytes, bytes]]) -> Code:
+    """The gRPC code a response carries: its Grpc-Status header, else OK below 400."""
+    for name, value in headers:
         if name.lower() == b"grpc-status":
             return code_of_number(int(value))
-    return Code.OK if message["status"] < 400 else Code.UNKNOWN
+    return Code.OK if status < 400 else Code.UNKNOWN

@@ -446,9 +446,30 @@ async def test_metrics_is_one_exposition_of_core_and_http_metrics(gateway: Gatew
         "pods_api_watch_event_delay_seconds",
     ):
         assert name in text
+    for name in ("http_request_size_bytes", "http_response_size_bytes", "http_request_duration_highr_seconds"):
+        assert name in text  # the rest of prometheus-fastapi-instrumentator's series, kept
     openmetrics = await gateway.client.get("/metrics", headers={"Accept": "application/openmetrics-text"})
     assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
     assert openmetrics.text.rstrip().endswith("# EOF")
+
+
+async def test_http_metrics_count_each_request_once_by_route_and_bounded_labels(gateway: Gateway) -> None:
+    """Served by the plain endpoints or by FastAPI, a request is counted once, by route template;
+    a method a client invents is counted as OTHER, so it cannot add series."""
+    client, count = gateway.client, gateway.counter
+    await client.get("/v1/pods/uid-a")
+    await client.get("/v1/pods/uid-zzz")
+    await client.get("/healthz")
+    for method in ("BREW", "WHEN"):
+        assert (await client.request(method, "/v1/pods")).status_code == 405
+    assert count("http_requests_total", handler="/v1/pods/{uid}", method="GET", status="200") == 1
+    assert count("http_requests_total", handler="/v1/pods/{uid}", method="GET", status="404") == 1
+    assert count("http_requests_total", handler="/healthz", method="GET", status="200") == 1
+    assert count("http_requests_total", handler="/v1/pods", method="OTHER", status="405") == 2
+    labels = {"handler": "/v1/pods/{uid}", "method": "GET"}
+    assert count("http_request_duration_seconds_count", **labels) == 2
+    assert count("http_response_size_bytes_count", handler="/v1/pods/{uid}") == 2
+    assert count("kubelet_pod_requests_get_total", server_api_version="http", status_code="NotFound") == 1
 
 
 # -- TCP: DNS-rebinding defence --------------------------------------------------------------
