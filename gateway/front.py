@@ -95,9 +95,10 @@ class Front:
     ) -> None:
         headers = response.raw_headers
         code = response_code(response.status_code, headers)
-        if not hasattr(response, "body"):  # a stream: its time is to its first byte
-            await self._stream(scope, receive, send, started, handler, response, code)
-            return
+        # A stream's time is to its first byte, which it sends as it starts; its size is 0. Its
+        # `send` is not wrapped: every frame would pay for the wrapper.
+        streams = not hasattr(response, "body")
+        first_byte = perf_counter() if streams else None
         try:
             await response(scope, receive, send)
         except asyncio.CancelledError:
@@ -109,43 +110,9 @@ class Front:
                 scope["method"],
                 handler,
                 response.status_code,
-                perf_counter() - started,
+                (first_byte or perf_counter()) - started,
                 content_length(scope["headers"]),
-                content_length(headers),
-            )
-
-    async def _stream(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        started: float,
-        handler: str,
-        response: Response,
-        code: Code,
-    ) -> None:
-        first_byte: float | None = None
-
-        async def observe(message: Message) -> None:
-            nonlocal first_byte
-            if first_byte is None and message["type"] == "http.response.start":
-                first_byte = perf_counter()
-            await send(message)
-
-        try:
-            await response(scope, receive, observe)
-        except asyncio.CancelledError:
-            code = Code.CANCELLED
-            raise
-        finally:
-            record_call(self.calls, scope, code)
-            self.http.observe(
-                scope["method"],
-                handler,
-                response.status_code,
-                (first_byte or started) - started,
-                content_length(scope["headers"]),
-                0,
+                0 if streams else content_length(headers),
             )
 
     async def _delegate(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
