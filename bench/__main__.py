@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from bench import fanout, source, workloads
+from bench import fanout, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -27,6 +27,10 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "startup": ({"files": 5000, "repeats": 2}, {"files": 300, "repeats": 1}),
     "memory": ({"counts": [110, 1000, 5000], "watchers": 1000}, {"counts": [110], "watchers": 50}),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
+    "sse": (
+        {"watchers": 20, "rate": 100.0, "seconds": 4.0, "repeats": 3},
+        {"watchers": 3, "rate": 20.0, "seconds": 1.0, "repeats": 1},
+    ),
     "fanout": (
         {
             "count": 1000,
@@ -58,6 +62,7 @@ RUNNERS = {
     "memory": workloads.memory,
     "requests": workloads.requests,
     "fanout": fanout.run,
+    "sse": sse.run,
 }
 
 
@@ -80,6 +85,10 @@ def table(results: dict[str, Any]) -> list[str]:
             name = f"W3 {r['surface']} {r['call']}"
             row(name, "calls/s", r["ours_per_s"], r["floor_per_s"])
             row(name, "server CPU µs/call", r["ours_cpu_us"], r["floor_cpu_us"])
+    if "sse" in results:
+        r = results["sse"]
+        name = f"W4 SSE {r['watchers']} w {r['rate']:g}/s"
+        row(name, "server CPU µs/frame", r["ours_cpu_us_per_frame"], r["floor_cpu_us_per_frame"])
     if "fanout" in results:
         r = results["fanout"]
         name = f"W4 {r['pods']} pods {r['grpc_watchers']}+{r['sse_watchers']} w {r['rate']:g}/s"
