@@ -110,6 +110,7 @@ async def serve(which: str, path: str, rate: float, fixtures: Path) -> None:
     app, http, change = (_ours if which == "ours" else _floor)(_pods(fixtures))
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
+    listener.listen()  # before "ready": a watcher connecting first must not be refused
     config = uvicorn.Config(app, http=http, lifespan="off", log_config=None, access_log=False)
     loop = asyncio.get_running_loop()
     server = loop.create_task(uvicorn.Server(config).serve(sockets=[listener]))
@@ -142,7 +143,9 @@ async def _measure(path: str, pid: int, watchers: int, seconds: float) -> tuple[
         used, counting = cpu_seconds(pid) - cpu, False
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+            if not isinstance(outcome, asyncio.CancelledError | None):
+                raise outcome
     frames = sum(counts)
     return used / max(frames, 1) * 1e6, frames / seconds
 
