@@ -13,6 +13,7 @@ and the cache belongs to the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
@@ -72,7 +73,18 @@ def query_view(
     mask, as if it were absent; within a value, an empty path is invalid as in the gRPC header.
     Raises FieldMaskError or SelectorError (InvalidArgument: 400 naming the problem and where)."""
     mask = ",".join(value for value in fields or () if value.strip())
-    return parse_view(mask, label_selector or "", field_selector or "")
+    label_selector, field_selector = label_selector or "", field_selector or ""
+    if len(mask) + len(label_selector) + len(field_selector) > _VIEW_CACHED_LENGTH:
+        return parse_view(mask, label_selector, field_selector)
+    return _cached_view(mask, label_selector, field_selector)
+
+
+# Views remembered by their query text: agents send the same few, and parsing one (the mask's
+# paths sorted, the View built) cost a third of a masked List's handler. Errors are not kept
+# (lru_cache keeps only returned values); long texts are not kept, so the cache stays small.
+_VIEWS_KEPT = 256
+_VIEW_CACHED_LENGTH = 1024
+_cached_view = functools.lru_cache(maxsize=_VIEWS_KEPT)(parse_view)
 
 
 async def field_view(
