@@ -1,0 +1,216 @@
+"""Server CPU per delivered gRPC watch frame: pods-api's gRPC server (core/grpc/server.py, its
+interceptors, the one watch stream) on a cache fed in process (no source, so only the send path
+is measured), against a floor in the same run: a bare grpc.aio server streaming the same
+pre-made frame bytes to the same number of watchers (per watcher a deque, an Event and an async
+generator), no interceptors. The watchers read everything, from one channel in another process;
+ours and the floor take turns, and the CPU is the server process's, from /proc.
+
+    python bench/grpcfanout.py [--watchers 100] [--rate 20] [--seconds 5] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO, Any
+
+import grpc
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from bench.server import cpu_seconds  # noqa: E402
+
+WATCH = "/v1alpha1.Pods/WatchPods"
+SYNC_FRAME = b"\x08\x03"  # WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}
+PODS = 110
+
+
+def _versions() -> list[list[Any]]:
+    from pods_api.core.pod import PodVersion
+
+    def pod(i: int, phase: str) -> PodVersion:
+        metadata = {"name": f"app-{i}", "namespace": "bench", "uid": f"uid-{i:05d}", "annotations": {"pad": "x" * 4000}}
+        return PodVersion.from_json({"metadata": metadata, "status": {"phase": phase}})
+
+    return [[pod(i, phase) for i in range(PODS)] for phase in ("Running", "Failed")]
+
+
+async def _publish(rate: float, seconds: float, change: Any) -> None:
+    """On SIGUSR1: call change(n) `rate` times a second for `seconds`, then print "done"."""
+    loop = asyncio.get_running_loop()
+    go = asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR1, go.set)
+    print("ready", flush=True)
+    await go.wait()
+    count = int(rate * seconds)
+    start = loop.time()
+    for n in range(count):
+        await asyncio.sleep(max(0.0, start + n / rate - loop.time()))
+        change(n)
+    print("done", flush=True)
+    await asyncio.Event().wait()
+
+
+async def serve_ours(socket: str, rate: float, seconds: float) -> None:
+    from pods_api.core.config import Config
+    from pods_api.core.grpc.server import create_server
+    from pods_api.core.runtime import build_core
+
+    core = build_core(Config(node_name="bench", qps=0, max_watchers=5000, watch_buffer=100_000))
+    versions = _versions()
+    sink = core.cache.source("bench")
+    sink.replace(versions[0])
+    sink.mark_synced()
+    server = create_server(core)
+    server.add_insecure_port(f"unix:{socket}")
+    await server.start()
+    await _publish(rate, seconds, lambda n: sink.upsert(versions[(n // PODS + 1) % 2][n % PODS]))
+
+
+async def serve_floor(socket: str, rate: float, seconds: float) -> None:
+    from pods_api.core.grpc.service import Contract, watch_frame
+    from pods_api.core.watch import EventType
+
+    versions = _versions()
+    start = [watch_frame(Contract.V1ALPHA1, EventType.ADDED, p.pb) for p in versions[0]] + [SYNC_FRAME]
+    frames = [[watch_frame(Contract.V1ALPHA1, EventType.MODIFIED, p.pb) for p in v] for v in versions]
+    watchers: dict[int, tuple[deque[bytes], asyncio.Event]] = {}
+
+    async def watch(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        queue, wakeup = me = (deque[bytes](), asyncio.Event())
+        watchers[id(me)] = me
+        try:
+            for frame in start:
+                yield frame
+            while True:
+                while not queue:
+                    wakeup.clear()
+                    await wakeup.wait()
+                yield queue.popleft()
+        finally:
+            del watchers[id(me)]
+
+    def change(n: int) -> None:
+        frame = frames[(n // PODS + 1) % 2][n % PODS]
+        for queue, wakeup in watchers.values():
+            queue.append(frame)
+            wakeup.set()
+
+    server = grpc.aio.server()
+    handler = grpc.unary_stream_rpc_method_handler(watch)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1alpha1.Pods", {"WatchPods": handler})])
+    server.add_insecure_port(f"unix:{socket}")
+    await server.start()
+    await _publish(rate, seconds, change)
+
+
+async def watchers(socket: str, count: int, expect: int) -> None:
+    """`count` watchers that read everything; print "ready" once all have their start, and
+    "all" once they hold `expect` live frames between them."""
+    got = synced = 0
+    reached = asyncio.Event()
+    async with grpc.aio.insecure_channel(f"unix:{socket}") as channel:
+
+        async def one() -> None:
+            nonlocal got, synced
+            live = False
+            async for frame in channel.unary_stream(WATCH)(b""):
+                if live:
+                    got += 1
+                    if got >= expect:
+                        reached.set()
+                elif frame == SYNC_FRAME:
+                    live = True
+                    synced += 1
+                    if synced == count:
+                        print("ready", flush=True)
+
+        tasks = [asyncio.ensure_future(one()) for _ in range(count)]
+        await reached.wait()
+        print("all", flush=True)
+        await asyncio.Event().wait()
+        del tasks
+
+
+def _line(stream: IO[str] | None, text: str) -> str:
+    assert stream is not None
+    for line in stream:
+        if line.startswith(text):
+            return line
+    raise SystemExit(f"process exited before {text!r}")
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True
+    )
+
+
+def run(watcher_count: int, rate: float, seconds: float, rounds: int) -> dict[str, list[float]]:
+    """µs of server CPU per delivered frame, per round, for ours and the floor."""
+    results: dict[str, list[float]] = {"floor": [], "ours": []}
+    events = int(rate * seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for who in results:
+                socket = str(Path(tmp) / f"{who}.sock")
+                server = _spawn("--serve", who, socket, "--rate", str(rate), "--seconds", str(seconds))
+                client = None
+                try:
+                    _line(server.stdout, "ready")
+                    client = _spawn("--watch", socket, "--watchers", str(watcher_count), "--expect", str(events * watcher_count))
+                    _line(client.stdout, "ready")
+                    time.sleep(0.5)  # the start frames are through
+                    before = cpu_seconds(server.pid)
+                    server.send_signal(signal.SIGUSR1)
+                    _line(server.stdout, "done")
+                    _line(client.stdout, "all")
+                    used = cpu_seconds(server.pid) - before
+                    results[who].append(used / (events * watcher_count) * 1e6)
+                finally:
+                    for proc in (client, server):
+                        if proc is not None:
+                            proc.kill()
+                            proc.wait()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--watchers", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=20.0, help="changes per second")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--serve", choices=["ours", "floor"], help=argparse.SUPPRESS)
+    parser.add_argument("--watch", metavar="SOCKET", help=argparse.SUPPRESS)
+    parser.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("socket", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve = serve_ours if args.serve == "ours" else serve_floor
+        asyncio.run(serve(args.socket, args.rate, args.seconds))
+        return
+    if args.watch:
+        asyncio.run(watchers(args.watch, args.watchers, args.expect))
+        return
+    frames = int(args.rate * args.seconds) * args.watchers
+    print(f"{args.watchers} gRPC watchers, {args.rate:g} changes/s for {args.seconds:g} s ({frames} frames a run)")
+    got = run(args.watchers, args.rate, args.seconds, args.rounds)
+    ours, floor = statistics.median(got["ours"]), statistics.median(got["floor"])
+    print("server CPU µs per delivered frame (median; runs)")
+    for who, values in got.items():
+        print(f"{who:6} {statistics.median(values):7.1f}   {' '.join(f'{v:.1f}' for v in values)}")
+    print(f"ratio  {ours / floor:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
