@@ -1,24 +1,34 @@
-"""Cross-cutting concerns of the Pods API, read from the call table (core/calls.py), outermost
-first: metrics (sees every outcome), then admission, which is also the one place where a domain
-error becomes the call's status: an unparsable request, the call's refusal (rate limit,
-readiness), and every `StatusError` a handler raises end in `context.abort` here and nowhere else.
-Health and reflection pass through untouched."""
+"""Cross-cutting concerns of the Pods API, read from the call table (core/calls.py): metrics (sees
+every outcome) around admission, which is also the one place where a domain error becomes the
+call's status: an unparsable request, the call's refusal (rate limit, readiness), and every
+`StatusError` a handler raises end in `context.abort` here and nowhere else. Health and
+reflection pass through untouched.
+
+One interceptor for both, and one wrapper per method, made the first time the method is called
+and reused: two interceptors each built a new handler on every call, and each put an async
+generator between every watch frame and the socket. A watch now runs admission and metrics once,
+at its start and its end, and its frames go from the stream to `context.write` with nothing
+between (BENCHMARKS.md, "gRPC per call and per frame").
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 import grpc
 
-from pods_api.core.calls import Call, Calls, refusal
+from pods_api.core.calls import Call, refusal
 from pods_api.core.grpc.requests import Unparsable
 from pods_api.core.metrics import Metrics
 from pods_api.core.runtime import Core
 from pods_api.core.status import Code, Internal, StatusError
 
+Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
+Recorder = Callable[[grpc.aio.ServicerContext, BaseException | None], None]
 
 _GRPC_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -29,58 +39,136 @@ async def abort(context: grpc.aio.ServicerContext, error: StatusError) -> NoRetu
     raise AssertionError("context.abort returned")
 
 
-def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(
-            wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
-        )
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(
-            wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
-        )
-    return handler  # the Pods API has no client-streaming methods
+class PodsInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps every handler of a Pods service (any handler registered on one, even around the
+    call table: admission refuses a method the table lacks rather than run it unguarded)."""
 
-
-class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, metrics: Metrics, calls: Calls) -> None:
-        self._metrics = metrics
-        self._calls = calls
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        # method -> (the handler grpc found, its wrapper): bounded by the methods registered.
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        target = self._calls.grpc_method(details.method)
-        if handler is None or target is None or target[1] is None:
-            return handler
-        version, method = target[0], target[1].name
-        record = self._metrics.record_request
+        known = self._wrapped.get(details.method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        target = self._core.calls.grpc_method(details.method)
+        if handler is None or target is None:
+            return handler  # not found, or not a Pods service: nothing to count or admit
+        wrapped = _intercept(self._core, details.method, target, handler)
+        self._wrapped[details.method] = (handler, wrapped)
+        return wrapped
 
-        def unary(behavior: Any) -> Any:
-            async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    response = await behavior(request, context)
-                except BaseException as exc:
-                    record(version, method, _outcome(context, exc))
-                    raise
-                record(version, method, _outcome(context, None))
-                return response
 
-            return observed
+def _intercept(
+    core: Core, method: str, target: tuple[str, Call | None], handler: grpc.RpcMethodHandler
+) -> grpc.RpcMethodHandler:
+    version, call = target
+    admit = _admission(core, method, call)
+    record = _recorder(core.metrics, version, call)
+    deserializer, serializer = handler.request_deserializer, handler.response_serializer
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            _unary(handler.unary_unary, admit, record), deserializer, serializer
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            _stream(handler.unary_stream, admit, record), deserializer, serializer
+        )
+    return handler  # the Pods API has no client-streaming methods
 
-        def stream(behavior: Any) -> Any:
-            async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    async for item in behavior(request, context):
-                        yield item
-                except BaseException as exc:
-                    record(version, method, _outcome(context, exc))
-                    raise
-                record(version, method, _outcome(context, None))
 
-            return observed
+def _unary(
+    behavior: Behavior,
+    admit: Callable[[Any], None],
+    record: Recorder,
+) -> Behavior:
+    async def intercepted(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            try:
+                admit(request)
+                response = await behavior(request, context)
+            except StatusError as exc:
+                await abort(context, exc)
+        except BaseException as exc:
+            record(context, exc)
+            raise
+        record(context, None)
+        return response
 
-        return _rewrap(handler, stream if handler.unary_stream is not None else unary)
+    return intercepted
+
+
+def _stream(
+    behavior: Behavior,
+    admit: Callable[[Any], None],
+    record: Recorder,
+) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]:
+    """A streaming handler as a coroutine that writes its messages itself (grpc.aio's
+    reader/writer form): a handler that is one already is awaited; an async generator's
+    messages are written here, as grpc itself would."""
+    if inspect.isasyncgenfunction(behavior):
+        generator = behavior
+
+        async def written(request: Any, context: grpc.aio.ServicerContext) -> None:
+            write = context.write
+            async for message in generator(request, context):
+                await write(message)
+
+        behavior = written
+
+    async def intercepted(request: Any, context: grpc.aio.ServicerContext) -> None:
+        try:
+            try:
+                admit(request)
+                await behavior(request, context)
+            except StatusError as exc:
+                await abort(context, exc)
+        except BaseException as exc:
+            record(context, exc)
+            raise
+        record(context, None)
+
+    return intercepted
+
+
+# -- admission -----------------------------------------------------------------------------------
+
+
+def _admission(core: Core, method: str, call: Call | None) -> Callable[[Any], None]:
+    """Runs each Pods call only if its request parsed and the table's refusal lets it (in
+    grpc-go's order: a request that does not parse is refused before any interceptor, so it
+    spends no token)."""
+
+    def admit(request: Any) -> None:
+        if isinstance(request, Unparsable):
+            raise request.error()
+        if call is None:  # a handler registered around the table: refuse rather than run unguarded
+            raise Internal(f"{method} is not in the call table")
+        refused = refusal(call, core.limiter, core.cache)
+        if refused is not None:
+            raise refused
+
+    return admit
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+def _recorder(metrics: Metrics, version: str, call: Call | None) -> Recorder:
+    """Counts one finished call by the code it ended with (a call the table lacks is refused by
+    admission and has no counter of its own)."""
+    if call is None:
+        return lambda context, exc: None
+    record, method = metrics.record_request, call.name
+
+    def recorded(context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
+        record(version, method, _outcome(context, exc))
+
+    return recorded
 
 
 def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> Code:
@@ -90,59 +178,3 @@ def _outcome(context: grpc.aio.ServicerContext, exc: BaseException | None) -> Co
     if code is None:
         return Code.OK if exc is None else Code.UNKNOWN
     return Code(code.value[0])
-
-
-class AdmissionInterceptor(grpc.aio.ServerInterceptor):
-    """Runs each Pods call only if its request parsed and the table's refusal lets it (in
-    grpc-go's order: a request that does not parse is refused before any interceptor, so it
-    spends no token); translates every domain error the call raises."""
-
-    def __init__(self, core: Core) -> None:
-        self._core = core
-
-    async def intercept_service(
-        self, continuation: Continuation, details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        target = self._core.calls.grpc_method(details.method)
-        if handler is None or target is None:
-            return handler
-        call = target[1]
-        admit = self._admission(details.method, call)
-
-        def unary(behavior: Any) -> Any:
-            async def admitted(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    admit(request)
-                    return await behavior(request, context)
-                except StatusError as exc:
-                    await abort(context, exc)
-
-            return admitted
-
-        def stream(behavior: Any) -> Any:
-            async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                try:
-                    admit(request)
-                    async for item in behavior(request, context):
-                        yield item
-                except StatusError as exc:
-                    await abort(context, exc)
-
-            return admitted
-
-        return _rewrap(handler, stream if handler.unary_stream is not None else unary)
-
-    def _admission(self, method: str, call: Call | None) -> Callable[[Any], None]:
-        core = self._core
-
-        def admit(request: Any) -> None:
-            if isinstance(request, Unparsable):
-                raise request.error()
-            if call is None:  # a handler registered around the table: refuse rather than run unguarded
-                raise Internal(f"{method} is not in the call table")
-            refused = refusal(call, core.limiter, core.cache)
-            if refused is not None:
-                raise refused
-
-        return admit

@@ -11,8 +11,6 @@ are the interceptors', from the call table.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import grpc
 
 from pods_api.core.cache import PodCache
@@ -76,11 +74,10 @@ class LookupService:
 
     async def watch_pods(
         self, request: lookup_pb.WatchPodsRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:
+    ) -> None:
         view: View = parse_view(mask_text(context), request.label_selector, request.field_selector)
         with self._streams.open(view) as watch:
-            async for frame in send_bounded(watch.frames(self._encoding), self._send_timeout):
-                yield frame
+            await send_bounded(context, watch.frames(self._encoding), self._send_timeout)
 
 
 METHODS = ("Lookup", "ListPods", "WatchPods")

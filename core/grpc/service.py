@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import Enum
 
 import grpc
@@ -74,46 +74,75 @@ class PodsService:
         self._encodings = {contract: watch_encoding(contract) for contract in Contract}
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
-        view = await _view(context)
+        view = _view(context)
         snapshot = self._cache.snapshot()
         return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
 
     async def get_pod(
         self, request: pods_v1alpha1_pb2.GetPodRequest, context: grpc.aio.ServicerContext
     ) -> bytes:
-        view = await _view(context)
+        view = _view(context)
         pod = self._cache.get(request.podUID)
         if pod is None:
             raise NotFound(f"pod {quote(request.podUID)} not found")
         return pod.masked(view).get_response
 
-    def watch_handler(self, contract: Contract) -> Callable[..., AsyncIterator[bytes]]:
+    def watch_handler(self, contract: Contract) -> Callable[..., Awaitable[None]]:
         encoding = self._encodings[contract]
 
-        async def watch_pods(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        async def watch_pods(request: object, context: grpc.aio.ServicerContext) -> None:
             # TooManyWatchers, ServerStopping, FellBehind carry their status (core/status.py).
-            # A frame handed to grpc returns here only once the client's flow control took it:
-            # a client that reads nothing would hold the stream (and its buffers) for ever, its
-            # watcher long cut off. So a send that takes longer than the send timeout ends the
-            # call (grpc resets the stream: the client sees CANCELLED, if it ever looks).
-            with self._streams.open(await _view(context)) as watch:
-                async for frame in send_bounded(watch.frames(encoding), self._send_timeout):
-                    yield frame
+            with self._streams.open(_view(context)) as watch:
+                await send_bounded(context, watch.frames(encoding), self._send_timeout)
 
         return watch_pods
 
 
-async def send_bounded(frames: AsyncIterator[bytes], send_timeout: float) -> AsyncIterator[bytes]:
-    """The frames of a watch, each of which the client must take within `send_timeout`: the
-    stall guard of every gRPC watch (both contracts and the lookup service)."""
-    call = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    async for frame in frames:
-        stalled = loop.call_later(send_timeout, _end_stalled, call, send_timeout)
-        try:
-            yield frame
-        finally:
-            stalled.cancel()
+async def send_bounded(
+    context: grpc.aio.ServicerContext, frames: AsyncIterator[bytes], send_timeout: float
+) -> None:
+    """Writes the frames of a watch, each of which the client must take within `send_timeout`:
+    the stall guard of every gRPC watch (both contracts and the lookup service).
+
+    A frame handed to grpc returns here only once the client's flow control took it: a client
+    that reads nothing would hold the stream (and its buffers) for ever, its watcher long cut
+    off. So a send that takes longer than the send timeout ends the call (grpc resets the
+    stream: the client sees CANCELLED, if it ever looks). Frames are written with
+    `context.write` (no generator between the stream and grpc), and one timer per watch checks
+    the send under way, rather than a timer made and cancelled per frame."""
+    guard = _SendGuard(send_timeout)
+    write, clock = context.write, guard.clock
+    try:
+        async for frame in frames:
+            guard.since = clock()
+            await write(frame)
+            guard.since = None
+    finally:
+        guard.cancel()
+
+
+class _SendGuard:
+    """Ends the calling task once one send has taken `seconds`. Its timer fires every `seconds`
+    at most: on time, or re-armed for when the send under way would reach the limit."""
+
+    def __init__(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.clock = loop.time
+        self.since: float | None = None  # when the send under way began; None: not sending
+        self._call = asyncio.current_task()
+        self._seconds = seconds
+        self._loop = loop
+        self._timer = loop.call_later(seconds, self._check)
+
+    def _check(self) -> None:
+        since, now = self.since, self.clock()
+        if since is not None and now - since >= self._seconds:
+            _end_stalled(self._call, self._seconds)
+            return
+        self._timer = self._loop.call_at((now if since is None else since) + self._seconds, self._check)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 _STALLED_LOG = ThrottledLog(log)
@@ -141,6 +170,6 @@ def mask_text(context: grpc.aio.ServicerContext) -> str | None:
     return values[0] if isinstance(values[0], str) else values[0].decode()
 
 
-async def _view(context: grpc.aio.ServicerContext) -> View:
+def _view(context: grpc.aio.ServicerContext) -> View:
     # A FieldMaskError is an InvalidArgument.
     return View(parse_mask(mask_text(context)))
