@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import statistics
 import subprocess
@@ -26,7 +27,7 @@ from typing import IO, Any
 import grpc
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path.append(str(HERE.parent))  # after PYTHONPATH: --tree picks the pods_api measured
 from bench.server import cpu_seconds  # noqa: E402
 
 WATCH = "/v1alpha1.Pods/WatchPods"
@@ -38,7 +39,12 @@ def _versions() -> list[list[Any]]:
     from pods_api.core.pod import PodVersion
 
     def pod(i: int, phase: str) -> PodVersion:
-        metadata = {"name": f"app-{i}", "namespace": "bench", "uid": f"uid-{i:05d}", "annotations": {"pad": "x" * 4000}}
+        metadata = {
+            "name": f"app-{i}",
+            "namespace": "bench",
+            "uid": f"uid-{i:05d}",
+            "annotations": {"pad": "x" * 4000},
+        }
         return PodVersion.from_json({"metadata": metadata, "status": {"phase": phase}})
 
     return [[pod(i, phase) for i in range(PODS)] for phase in ("Running", "Failed")]
@@ -76,7 +82,7 @@ async def serve_ours(socket: str, rate: float, seconds: float) -> None:
     await _publish(rate, seconds, lambda n: sink.upsert(versions[(n // PODS + 1) % 2][n % PODS]))
 
 
-async def serve_floor(socket: str, rate: float, seconds: float) -> None:
+async def serve_floor(socket: str, rate: float, seconds: float, write: bool = False) -> None:
     from pods_api.core.grpc.service import Contract, watch_frame
     from pods_api.core.watch import EventType
 
@@ -99,6 +105,10 @@ async def serve_floor(socket: str, rate: float, seconds: float) -> None:
         finally:
             del watchers[id(me)]
 
+    async def watch_written(request: bytes, context: grpc.aio.ServicerContext) -> None:
+        async for frame in watch(request, context):
+            await context.write(frame)
+
     def change(n: int) -> None:
         frame = frames[(n // PODS + 1) % 2][n % PODS]
         for queue, wakeup in watchers.values():
@@ -106,8 +116,10 @@ async def serve_floor(socket: str, rate: float, seconds: float) -> None:
             wakeup.set()
 
     server = grpc.aio.server()
-    handler = grpc.unary_stream_rpc_method_handler(watch)
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("v1alpha1.Pods", {"WatchPods": handler})])
+    handler = grpc.unary_stream_rpc_method_handler(watch_written if write else watch)
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler("v1alpha1.Pods", {"WatchPods": handler})]
+    )
     server.add_insecure_port(f"unix:{socket}")
     await server.start()
     await _publish(rate, seconds, change)
@@ -149,25 +161,36 @@ def _line(stream: IO[str] | None, text: str) -> str:
     raise SystemExit(f"process exited before {text!r}")
 
 
-def _spawn(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True
-    )
+def _spawn(*args: str, tree: str | None = None) -> subprocess.Popen[str]:
+    env = None if tree is None else {**os.environ, "PYTHONPATH": tree}
+    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, env=env)
 
 
-def run(watcher_count: int, rate: float, seconds: float, rounds: int) -> dict[str, list[float]]:
-    """µs of server CPU per delivered frame, per round, for ours and the floor."""
-    results: dict[str, list[float]] = {"floor": [], "ours": []}
+def run(
+    watcher_count: int, rate: float, seconds: float, rounds: int, servers: tuple[str, ...] = ("floor", "ours")
+) -> dict[str, list[float]]:
+    """µs of server CPU per delivered frame, per round, for each server."""
+    results: dict[str, list[float]] = {who: [] for who in servers}
     events = int(rate * seconds)
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for who in results:
-                socket = str(Path(tmp) / f"{who}.sock")
-                server = _spawn("--serve", who, socket, "--rate", str(rate), "--seconds", str(seconds))
+                socket = str(Path(tmp) / f"{len(results)}-{list(results).index(who)}.sock")
+                # "ours@TREE": pods-api's code from another checkout (a before/after comparison).
+                kind, _, tree = who.partition("@")
+                args = ("--serve", kind, socket, "--rate", str(rate), "--seconds", str(seconds))
+                server = _spawn(*args, tree=tree or None)
                 client = None
                 try:
                     _line(server.stdout, "ready")
-                    client = _spawn("--watch", socket, "--watchers", str(watcher_count), "--expect", str(events * watcher_count))
+                    client = _spawn(
+                        "--watch",
+                        socket,
+                        "--watchers",
+                        str(watcher_count),
+                        "--expect",
+                        str(events * watcher_count),
+                    )
                     _line(client.stdout, "ready")
                     time.sleep(0.5)  # the start frames are through
                     before = cpu_seconds(server.pid)
@@ -190,26 +213,43 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="changes per second")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--serve", choices=["ours", "floor"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--write-floor",
+        action="store_true",
+        help="also a floor whose handler calls context.write instead of yielding",
+    )
+    parser.add_argument("--tree", action="append", default=[], help="also ours from this checkout")
+    parser.add_argument("--serve", choices=["ours", "floor", "floor-write"], help=argparse.SUPPRESS)
     parser.add_argument("--watch", metavar="SOCKET", help=argparse.SUPPRESS)
     parser.add_argument("--expect", type=int, help=argparse.SUPPRESS)
     parser.add_argument("socket", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve = serve_ours if args.serve == "ours" else serve_floor
-        asyncio.run(serve(args.socket, args.rate, args.seconds))
+        if args.serve == "ours":
+            asyncio.run(serve_ours(args.socket, args.rate, args.seconds))
+        else:
+            asyncio.run(serve_floor(args.socket, args.rate, args.seconds, write=args.serve == "floor-write"))
         return
     if args.watch:
         asyncio.run(watchers(args.watch, args.watchers, args.expect))
         return
     frames = int(args.rate * args.seconds) * args.watchers
-    print(f"{args.watchers} gRPC watchers, {args.rate:g} changes/s for {args.seconds:g} s ({frames} frames a run)")
-    got = run(args.watchers, args.rate, args.seconds, args.rounds)
+    print(
+        f"{args.watchers} gRPC watchers, {args.rate:g} changes/s for {args.seconds:g} s"
+        f" ({frames} frames a run)"
+    )
+    servers = (
+        "floor",
+        "ours",
+        *(("floor-write",) if args.write_floor else ()),
+        *(f"ours@{t}" for t in args.tree),
+    )
+    got = run(args.watchers, args.rate, args.seconds, args.rounds, servers)
     ours, floor = statistics.median(got["ours"]), statistics.median(got["floor"])
     print("server CPU µs per delivered frame (median; runs)")
     for who, values in got.items():
-        print(f"{who:6} {statistics.median(values):7.1f}   {' '.join(f'{v:.1f}' for v in values)}")
-    print(f"ratio  {ours / floor:7.2f}")
+        print(f"{who:11} {statistics.median(values):7.1f}   {' '.join(f'{v:.1f}' for v in values)}")
+    print(f"{'ratio':11} {ours / floor:7.2f}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ and reflection."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -14,7 +14,7 @@ from pods_api.core import limits
 from pods_api.core.cache import PodCache
 from pods_api.core.calls import Calls
 from pods_api.core.grpc import lookup, reflection
-from pods_api.core.grpc.interceptors import AdmissionInterceptor, MetricsInterceptor
+from pods_api.core.grpc.interceptors import PodsInterceptor
 from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, PodsService
 from pods_api.core.pb import pods_doc_pb2, pods_v1alpha1_pb2
@@ -62,7 +62,7 @@ def create_server(core: Core) -> grpc.aio.Server:
     """The Pods services (both contracts), PodLookup, health and reflection; the caller adds a
     port."""
     cache = core.cache
-    interceptors = [MetricsInterceptor(core.metrics, core.calls), AdmissionInterceptor(core)]
+    interceptors = [PodsInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors, options=limits.grpc_options(core.config))
     service = PodsService(cache, core.streams, core.config.send_timeout)
     extension = lookup.handlers(lookup.LookupService(cache, core.streams, core.config.send_timeout))
@@ -74,11 +74,30 @@ def create_server(core: Core) -> grpc.aio.Server:
     return server
 
 
+class _GenericOnly:
+    """A server that takes generic handlers only. grpcio's generated `add_*_to_server` adds a
+    service both ways; but grpc.aio keeps one pending request per registered method and awaits
+    them all beside the generic one for every incoming call (`asyncio.wait` over the set), so
+    each registered health method made every Pods call dearer (BENCHMARKS.md, "gRPC per call
+    and per frame"). The generic handler serves the same methods."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        pass
+
+
 def _add_health(server: grpc.aio.Server, cache: PodCache) -> None:
     """grpc.health.v1: SERVING once the pod sources have synced, for the server ("") and each
     Pods service; Watch on it tells a client the moment readiness changes."""
     health = HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, _GenericOnly(server))
     names = ["", *SERVICES]
     tasks: set[asyncio.Task[None]] = set()
 
