@@ -15,7 +15,7 @@ import grpc
 import uvicorn
 from prometheus_client import start_http_server
 
-from pods_api.core import limits, sockets
+from pods_api.core import heap, limits, sockets
 from pods_api.core.cache import OverlaySink, SourceSink
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
@@ -54,12 +54,15 @@ class _Uvicorn(uvicorn.Server):
 
 async def serve(config: Config) -> None:
     """Run until SIGTERM or SIGINT. Raises StartupError for what a user must fix."""
+    heap.configure()  # before grpc starts its threads
     loop = asyncio.get_running_loop()
     limits.quiet_accept_errors(loop)
     descriptors = limits.raise_descriptor_limit()
     if config.max_connections is None:
         config.max_connections = limits.default_max_connections(descriptors)
     core = build_core(config)
+    # Decoding every pod at start-up leaves the heap full of holes: give them back once synced.
+    core.cache.on_readiness(lambda ready: heap.trim() if ready else None)
     sources = build_sources(config, core)
     if not sources:
         raise StartupError("no pod source configured")
