@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pods_api.core.cache import MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
+from pods_api.core.cache import MEMO_BYTES, MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
 from pods_api.core.fieldmask import parse_mask
 from pods_api.core.lru import LRU
 from pods_api.core.pod import MASKED_PER_POD, PodVersion
@@ -377,3 +377,27 @@ def test_a_snapshot_keeps_a_bounded_number_of_assembled_responses() -> None:
     for i in range(MEMO_PER_SNAPSHOT + 5):
         snap.memo(("list", i), lambda: b"x")
     assert len(snap._memo) == MEMO_PER_SNAPSHOT
+
+
+def test_a_snapshot_keeps_at_most_memo_bytes_of_assembled_responses() -> None:
+    cache, _ = new_cache()
+    cache.source("a").replace([pod("1")])
+    snap = cache.snapshot()
+    made: list[str] = []
+
+    def body(name: str, size: int) -> bytes:
+        made.append(name)
+        return b"x" * size
+
+    third = MEMO_BYTES // 3 + 1
+    for name in ("grpc", "http", "grpc", "start"):  # "start" pushes out "http", the least used
+        snap.memo(name, lambda name=name: body(name, third))  # type: ignore[misc]
+    assert made == ["grpc", "http", "start"]
+    snap.memo("http", lambda: body("http", third))
+    assert made[-1] == "http"
+    # A response larger than the whole bound is assembled for each call, never kept.
+    huge = [snap.memo("huge", lambda: body("huge", MEMO_BYTES + 1)) for _ in range(2)]
+    assert made.count("huge") == 2 and huge[0] == huge[1]
+    frames: tuple[bytes, ...] = (b"f" * third, b"g" * third)
+    assert snap.memo("frames", lambda: frames) is frames
+    assert snap.memo("frames", lambda: (b"",)) is frames  # a watch start's frames weigh their bytes
