@@ -111,6 +111,23 @@ async def test_snapshot_start_then_live_events_then_the_end() -> None:
             await anext(frames)
 
 
+async def test_a_joined_start_ends_with_its_marker_as_a_chunk_of_its_own() -> None:
+    """A surface that writes the start as one chunk gets the pods joined, then the marker: what
+    holds the last chunk sent until the next event (sse-starlette's loop does) holds only the
+    marker, not a copy of every pod of the start."""
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("2"), pod("1")])
+    joined = dataclasses.replace(PLAIN, name="joined", join_start=True)
+    with streams.open(View.EVERYTHING) as watch:
+        frames = watch.frames(joined)
+        pods_chunk = await asyncio.wait_for(anext(frames), TIMEOUT)
+        marker = await asyncio.wait_for(anext(frames), TIMEOUT)
+    added = [_event(EventType.ADDED, p, View.EVERYTHING, None) for p in cache.snapshot().pods]
+    assert pods_chunk == b"".join(added)
+    assert orjson.loads(marker) == ["SYNCED", cache.revision, False]
+
+
 async def test_a_watcher_that_falls_behind_ends_with_fell_behind() -> None:
     cache, streams, _ = setup(capacity=1)
     sink = cache.source("a")
