@@ -17,11 +17,13 @@ Readiness: the cache is ready once every registered gate (each source, plus any 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -75,9 +77,20 @@ class Snapshot:
     revision: int
     pods: tuple[PodVersion, ...]
     _memo: LRU[Any, Any] = field(default_factory=lambda: LRU(MEMO_PER_SNAPSHOT, _weight, MEMO_BYTES))
+    # What the memo could not keep, while something still uses it: watches starting together
+    # share one start, however large, and nothing of it is kept once every one has sent it.
+    _in_use: weakref.WeakValueDictionary[Any, Any] = field(default_factory=weakref.WeakValueDictionary)
 
     def memo(self, key: Any, make: Callable[[], T]) -> T:
-        value: T = self._memo.get(key, make)
+        """What `make` assembles from this snapshot, made once while kept (up to MEMO_BYTES of
+        them), or while in use elsewhere if it can be referenced weakly (a watch start)."""
+        value: T | None = self._in_use.get(key)
+        if value is not None:
+            return value
+        value = self._memo.get(key, make)
+        if key not in self._memo:
+            with contextlib.suppress(TypeError):  # bytes cannot be referenced weakly
+                self._in_use[key] = value
         return value
 
 

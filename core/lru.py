@@ -51,5 +51,8 @@ class LRU(Generic[K, V]):
         while len(self._items) > self._size or self._weight > self._max_weight:
             self._weight -= self._weigh(self._items.popitem(last=False)[1])
 
+    def __contains__(self, key: K) -> bool:
+        return key in self._items
+
     def __len__(self) -> int:
         return len(self._items)

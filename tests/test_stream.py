@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pods_api.core import cache as cache_module
 from pods_api.core.cache import PodCache
 from pods_api.core.fieldmask import parse_mask
 from pods_api.core.pod import PodVersion
@@ -126,6 +127,26 @@ async def test_a_joined_start_ends_with_its_marker_as_a_chunk_of_its_own() -> No
     added = [_event(EventType.ADDED, p, View.EVERYTHING, None) for p in cache.snapshot().pods]
     assert pods_chunk == b"".join(added)
     assert orjson.loads(marker) == ["SYNCED", cache.revision, False]
+
+
+async def test_a_start_too_large_to_keep_is_shared_while_sent_then_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Watches starting together from one snapshot send one start object, even when it is too
+    large for the snapshot to keep; once they have sent it, nothing holds it."""
+    monkeypatch.setattr(cache_module, "MEMO_BYTES", 16)
+    cache, streams, _ = setup()
+    cache.source("a").replace([pod("2"), pod("1")])
+    snapshot = cache.snapshot()
+    with streams.open(View.EVERYTHING) as a, streams.open(View.EVERYTHING) as b:
+        frames_a, frames_b = a.frames(PLAIN), b.frames(PLAIN)
+        first_a = await asyncio.wait_for(anext(frames_a), TIMEOUT)
+        first_b = await asyncio.wait_for(anext(frames_b), TIMEOUT)
+        assert first_a is first_b
+        assert len(snapshot._in_use) == 1 and len(snapshot._memo) == 0
+        await frames_a.aclose()
+        await frames_b.aclose()
+    assert len(snapshot._in_use) == 0
 
 
 async def test_a_watcher_that_falls_behind_ends_with_fell_behind() -> None:
