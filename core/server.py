@@ -88,6 +88,7 @@ async def serve(config: Config) -> None:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(_run_source(s, sink, core), name=s.name) for s, sink in sinks]
             tasks += [group.create_task(_run_overlay(o, sink, core), name=o.name) for o, sink in overlay_runs]
+            tasks.append(group.create_task(heap.keep_trimmed(), name="heap trim"))
             log.info(
                 "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
                 config.socket,

@@ -1,0 +1,46 @@
+"""The C heap gives freed response buffers back to the system (core/heap.py), in a fresh
+interpreter so that nothing else has moved glibc's thresholds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pods_api.core import heap
+
+pytestmark = pytest.mark.skipif(heap._LIBC is None, reason="the C library is not glibc")
+
+# A List of thousands of pods freed once (16 MiB), then a burst of 1 MiB buffers (grpc's and
+# the HTTP server's copies of responses) freed: how many MiB RSS keeps of the burst.
+_BURST = """
+import sys
+from pods_api.core import heap
+
+def rss() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise SystemExit("no VmRSS")
+
+if sys.argv[1] == "configured":
+    assert heap.configure()
+large = bytes(16 << 20)
+del large
+before = rss()
+burst = [b"x" * (1 << 20) for _ in range(24)]  # written: resident
+del burst
+print(rss() - before)
+"""
+
+
+def kept_mib(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", _BURST, mode], capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def test_freed_response_buffers_go_back_to_the_system() -> None:
+    assert kept_mib("configured") < 4
+    # What the fixed thresholds prevent: glibc's default keeps the burst once a large block went.
+    assert kept_mib("default") > 16
