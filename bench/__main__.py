@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from bench import fanout, source, sse, workloads
+from bench import fanout, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -25,7 +25,11 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"files": 110, "rate": 20.0, "seconds": 3.0, "repeats": 1},
     ),
     "startup": ({"files": 5000, "repeats": 2}, {"files": 300, "repeats": 1}),
-    "memory": ({"counts": [110, 1000, 5000], "watchers": 1000}, {"counts": [110], "watchers": 50}),
+    "memory": (
+        {"counts": [110, 1000, 5000], "watchers": 1000, "cycles": 12}
+        | {"churn_writes": 2500, "churn_rate": 100.0},
+        {"counts": [110], "watchers": 50, "cycles": 3, "churn_writes": 100, "churn_rate": 50.0},
+    ),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
     "sse": (
         {"watchers": 20, "rate": 100.0, "seconds": 4.0, "repeats": 3},
@@ -59,7 +63,7 @@ SWEEP: tuple[dict[str, Any], dict[str, Any]] = (
 RUNNERS = {
     "source": source.run,
     "startup": workloads.startup,
-    "memory": workloads.memory,
+    "memory": memory.run,
     "requests": workloads.requests,
     "fanout": fanout.run,
     "sse": sse.run,
@@ -117,11 +121,15 @@ def table(results: dict[str, Any]) -> list[str]:
     if "memory" in results:
         for r in results["memory"]:
             name = f"W5 {r['pods']} pods"
+            row(name, "RSS 1 s after Lists MiB", r["rss_after_lists_mib"], r["target_mib"])
             row(name, "idle RSS MiB (vs 3x+80 target)", r["idle_rss_mib"], r["target_mib"])
-            row(name, f"RSS, {r['watchers']} watchers MiB", r["rss_with_watchers_mib"], r["target_mib"])
-            row(name, "RSS after watchers MiB", r["rss_after_watchers_mib"], r["idle_rss_mib"])
             row(name, "idle RSS vs bare holder MiB", r["idle_rss_mib"], r["floor_rss_mib"])
-            row(name, "List server CPU µs/pod", r["list_cpu_us_per_pod"])
+            row(name, f"RSS, {r['watchers']} watchers MiB", r["rss_with_watchers_mib"], r["target_mib"])
+            row(name, "KiB per watcher vs bare stream", r["per_watcher_kib"], r["floor_per_stream_kib"])
+            row(name, "RSS after watchers MiB", r["rss_after_watchers_mib"], r["idle_rss_mib"])
+            row(name, "RSS growth, 2nd half of cycles", r["cycle_growth_mib"])
+            row(name, "RSS after churn MiB (target)", r["rss_after_churn_mib"], r["after_churn_target_mib"])
+            row(name, "List server CPU µs/pod", r["list_cpu_us_per_pod"], r["list_floor_cpu_us_per_pod"])
     if "startup" in results:
         r = results["startup"]
         name = f"W6 {r['files']} manifests"

@@ -1,6 +1,6 @@
-"""W3 (gRPC/HTTP Get and masked List), W5 (memory) and W6 (start-up), each
-against a real `pods-api serve` beside a floor measured in the same run. `python -m bench`
-runs them; see BENCHMARKS.md for what each floor is. W4 (the watch fan-out) is bench/fanout.py."""
+"""W3 (gRPC/HTTP Get and masked List) and W6 (start-up), each against a real `pods-api serve`
+beside a floor measured in the same run. `python -m bench` runs them; see BENCHMARKS.md for what
+each floor is. W4 (the watch fan-out) is bench/fanout.py, W5 (memory) bench/memory.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import httpx
 
 from bench import pods
 from bench.serve import HERE, wait_line
-from bench.server import CHANNEL_OPTIONS, cpu_seconds, rss_mib, serving, until_serving
+from bench.server import CHANNEL_OPTIONS, cpu_seconds, serving, until_serving
 from pods_api.core.pb import pods_v1alpha1_pb2 as api
 
 MASK = "metadata.name,metadata.namespace,metadata.uid,status.phase,status.podIPs"
@@ -91,12 +91,6 @@ def startup(files: int, repeats: int) -> dict[str, Any]:
 
 # -- W5 memory -----------------------------------------------------------------------------------
 
-_HOLD_FLOOR = """
-import sys, grpc, pathlib
-bodies = [p.read_bytes() for p in pathlib.Path(sys.argv[1]).glob("*.bin")]
-print(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1], flush=True)
-"""
-
 
 async def _lists(target: str, http: str, mask: bool = False) -> tuple[bytes, bytes]:
     metadata = (("x-kubernetes-fieldmask", MASK),) if mask else None
@@ -106,77 +100,6 @@ async def _lists(target: str, http: str, mask: bool = False) -> tuple[bytes, byt
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=60) as client:
         body = (await client.get("/v1/pods", params={"fields": MASK} if mask else None)).content
     return listed, body
-
-
-async def _idle_watchers(target: str, count: int, pid: int) -> float:
-    """RSS with `count` open watches that have read their start."""
-    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
-        watch = channel.unary_stream("/v1alpha1.Pods/WatchPods")
-        calls = [watch(b"") for _ in range(count)]
-
-        async def started(call: Any) -> None:
-            async for frame in call:
-                if frame == SYNC_FRAME:
-                    return
-
-        await asyncio.gather(*(started(c) for c in calls))
-        rss = rss_mib(pid)
-        for call in calls:
-            call.cancel()
-    return rss
-
-
-async def _list_cpu(target: str, pid: int, calls: int) -> float:
-    """Server CPU seconds per ListPods, the response already assembled (every call after the first)."""
-    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
-        call = channel.unary_unary("/v1alpha1.Pods/ListPods")
-        await call(b"")
-        before = cpu_seconds(pid)
-        for _ in range(calls):
-            await call(b"")
-        return (cpu_seconds(pid) - before) / calls
-
-
-def memory(counts: list[int], watchers: int) -> list[dict[str, Any]]:
-    rows = []
-    for count in counts:
-        with tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp) / "fixtures"
-            pods.write(directory, count, kind="fixture", fmt="json")
-            with serving(
-                Path(tmp) / "run", "--fixtures", str(directory), "--max-watchers", str(watchers + 10)
-            ) as s:
-                asyncio.run(until_serving(s.target))
-                listed, body = asyncio.run(_lists(s.target, s.http))
-                time.sleep(1.0)
-                idle = rss_mib(s.proc.pid)
-                list_cpu = asyncio.run(_list_cpu(s.target, s.proc.pid, 500))
-                # Each watcher first reads every pod: 1,000 watchers of 5,000 pods is 25 GB of
-                # start frames, so fewer watchers at the larger sizes (200 at 1,000 pods, 40 at 5,000).
-                watching = min(watchers, 200_000 // count)
-                with_watchers = asyncio.run(_idle_watchers(s.target, watching, s.proc.pid))
-                time.sleep(1.0)
-                after = rss_mib(s.proc.pid)
-            (Path(tmp) / "a.bin").write_bytes(listed)
-            (Path(tmp) / "b.bin").write_bytes(body)
-            out = subprocess.run(
-                [sys.executable, "-c", _HOLD_FLOOR, tmp], capture_output=True, text=True, check=True
-            )
-        serialized = (len(listed) + len(body)) / 2**20
-        rows.append(
-            {
-                "pods": count,
-                "serialized_mib": serialized,
-                "idle_rss_mib": idle,
-                "watchers": watching,
-                "rss_with_watchers_mib": with_watchers,
-                "rss_after_watchers_mib": after,
-                "floor_rss_mib": int(out.stdout) / 1024,
-                "target_mib": 3 * serialized + 80,
-                "list_cpu_us_per_pod": list_cpu / count * 1e6,
-            }
-        )
-    return rows
 
 
 # -- W3 Get and masked List ----------------------------------------------------------------------

@@ -60,12 +60,12 @@ NOT_SYNCED = "pod sources have not finished their initial sync"
 # practice, bounded against a client that sends a new mask each time.
 MEMO_PER_SNAPSHOT = 32
 # And at most this many bytes of them. Each is a copy of every pod it shows, so kept without a
-# bound they are one more copy of the node's pods per surface and view (42 MiB at 5,000 pods,
-# as much as the pods themselves). Every response of a node at the kubelet's default of 110
-# pods fits (~0.3 MiB per gRPC List, ~0.6 MiB per JSON one), so there each List until the next
-# change is a lookup; a larger one is assembled again per call instead: one join of the pods'
-# kept bytes (2.6 ms at 5,000 pods, beside the 6 ms grpc takes to send it).
-MEMO_BYTES = 8 * 1024 * 1024
+# bound they are one more copy of the node's pods per surface and view (42 MiB at 5,000 pods
+# for one gRPC and one JSON List, as much as the pods themselves). Every response of a node of
+# 1,000 pods of ~3 KiB fits (2.9 MiB per gRPC List, 5.6 MiB per JSON one), and a gRPC List of
+# 5,000; each List until the next change is then a lookup. A larger one is assembled again per
+# call: one join of the pods' kept bytes (2.6 ms for 14 MiB), instead of a copy kept idle.
+MEMO_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(eq=False, slots=True)

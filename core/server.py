@@ -54,7 +54,6 @@ class _Uvicorn(uvicorn.Server):
 
 async def serve(config: Config) -> None:
     """Run until SIGTERM or SIGINT. Raises StartupError for what a user must fix."""
-    heap.configure()  # before grpc starts its threads
     loop = asyncio.get_running_loop()
     limits.quiet_accept_errors(loop)
     descriptors = limits.raise_descriptor_limit()
