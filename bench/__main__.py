@@ -28,7 +28,14 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "memory": (
         {"counts": [110, 1000, 5000], "watchers": 1000, "cycles": 12}
         | {"churn_writes": 2500, "churn_rate": 100.0},
-        {"counts": [110], "watchers": 50, "cycles": 3, "churn_writes": 100, "churn_rate": 50.0},
+        {
+            "counts": [110],
+            "watchers": 50,
+            "cycles": 3,
+            "churn_writes": 100,
+            "churn_rate": 50.0,
+            "settle": 1.0,
+        },
     ),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
     "sse": (
