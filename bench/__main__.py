@@ -134,7 +134,7 @@ def table(results: dict[str, Any]) -> list[str]:
             row(name, f"RSS, {r['watchers']} watchers MiB", r["rss_with_watchers_mib"], r["target_mib"])
             row(name, "KiB per watcher vs bare stream", r["per_watcher_kib"], r["floor_per_stream_kib"])
             row(name, "RSS after watchers MiB", r["rss_after_watchers_mib"], r["idle_rss_mib"])
-            row(name, "RSS growth, 2nd half of cycles", r["cycle_growth_mib"])
+            row(name, "cycles: 2nd half's peak - 1st's", r["cycle_growth_mib"])
             row(name, "RSS after churn MiB (target)", r["rss_after_churn_mib"], r["after_churn_target_mib"])
             row(name, "List server CPU µs/pod", r["list_cpu_us_per_pod"], r["list_floor_cpu_us_per_pod"])
     if "startup" in results:

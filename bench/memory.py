@@ -286,7 +286,8 @@ def run(
                 "floor_per_stream_kib": stream_floor * 1024 / watchers,
                 "rss_after_watchers_mib": after_watchers,
                 "cycle_rss_mib": per_cycle,
-                "cycle_growth_mib": per_cycle[-1] - per_cycle[half - 1] if cycles >= 2 else 0.0,
+                # The heap is trimmed between cycles: compare peaks, not the last readings.
+                "cycle_growth_mib": max(per_cycle[half:]) - max(per_cycle[:half]) if cycles >= 2 else 0.0,
                 "churn_writes": churn_writes,
                 "rss_during_churn_mib": during_churn,
                 "rss_after_churn_mib": after_churn,
