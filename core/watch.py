@@ -104,7 +104,10 @@ class Watcher:
         self._wakeup = asyncio.Event()
         self._ended: WatchEnded | None = None
         self._over = False
-        self._taken_at = time.monotonic()  # when its client last took an event (or subscribed)
+        # When its client last took an event, or when it went over if later: its grace counts
+        # from there, so a client idle only because nothing was published gets a whole grace.
+        self._progress_at = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None  # the pending grace check, one at most
 
     async def get(self) -> PodEvent:
         """The next event; raises WatchEnded when the watch is over."""
@@ -115,7 +118,7 @@ class Watcher:
             await self._wakeup.wait()
         event, size = self._queue.popleft()
         self._queued_bytes -= size
-        self._taken_at = time.monotonic()
+        self._progress_at = time.monotonic()
         if self._over and len(self._queue) < self._capacity:
             self._over = False  # back under: the burst passed
         return event
@@ -129,12 +132,13 @@ class Watcher:
         if self._ended is not None:
             return
         if len(self._queue) >= self._capacity:
-            if self._grace <= 0 or (self._over and time.monotonic() - self._taken_at >= self._grace):
+            if self._grace <= 0 or (self._over and time.monotonic() - self._progress_at >= self._grace):
                 self._fell_behind(len(events))
                 return
             if not self._over:
                 self._over = True
-                self._check_later(self._taken_at + self._grace)
+                self._progress_at = time.monotonic()
+                self._check_later()
             if self._past_backlog(len(events), size):
                 self._fell_behind(len(events))
                 return
@@ -146,27 +150,34 @@ class Watcher:
         hub = self._hub
         return len(self._queue) + events > hub.backlog_events or self._queued_bytes + size > hub.backlog_bytes
 
-    def _check_later(self, when: float) -> None:
+    def _check_later(self) -> None:
+        if self._timer is not None:
+            return  # a check is pending already; it re-arms itself while the watcher is over
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a synchronous caller): judged at the next change instead
-        loop.call_later(max(0.0, when - time.monotonic()), self._check)
+        due = self._progress_at + self._grace - time.monotonic()
+        self._timer = loop.call_later(max(0.0, due), self._check)
 
     def _check(self) -> None:
         """A grace may be over: over capacity with nothing taken for `grace` is cut off; one that
         took something meanwhile is looked at again a grace after what it last took."""
+        self._timer = None
         if self._ended is not None or not self._over:
             return
-        if time.monotonic() - self._taken_at >= self._grace:
+        if time.monotonic() - self._progress_at >= self._grace:
             self._fell_behind(0)
         else:
-            self._check_later(self._taken_at + self._grace)
+            self._check_later()
 
     def _fell_behind(self, arriving: int) -> None:
         self._end(FellBehind(dropped=len(self._queue) + arriving))
 
     def _end(self, reason: WatchEnded) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._queue.clear()
         self._queued_bytes = 0
         self._ended = reason

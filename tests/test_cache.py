@@ -280,6 +280,21 @@ async def test_a_watcher_that_keeps_taking_is_not_cut_off_however_long_it_stays_
     assert [e.revision for e in taken] == list(range(first, first + published))
 
 
+async def test_a_watcher_idle_because_nothing_changed_gets_a_whole_grace_when_it_goes_over() -> None:
+    # Its client last took an event long ago only because nothing was published since: going
+    # over starts its grace afresh, so it is not cut off before it had time to take anything.
+    cache, cut_off = grace_cache(capacity=2, grace=0.5)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    await asyncio.sleep(0.6)  # more than a grace of quiet: time passing is the subject
+    sink.replace([pod(str(i)) for i in range(3)])
+    sink.upsert(pod("0", "Failed"))  # over, with nothing taken yet
+    await asyncio.sleep(0.1)  # well within the grace from going over
+    assert not cut_off.done()
+    assert len([await watcher.get() for _ in range(4)]) == 4
+    assert not cut_off.done()
+
+
 async def test_a_backlog_past_its_events_bound_is_cut_off_at_once() -> None:
     cache, cut_off = grace_cache(capacity=2, grace=60, backlog_events=8)
     sink = cache.source("a")
