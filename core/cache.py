@@ -516,13 +516,14 @@ class PodCache:
 
     def _publish(self, events: list[PodEvent]) -> None:
         if events:
-            self._remember(events)
-            self.hub.publish(events)
+            # The bytes each event keeps alive, once: the ring and every watcher's queue count them.
+            held = [(event, event.held()) for event in events]
+            self._remember(held)
+            self.hub.publish(held)
 
-    def _remember(self, events: list[PodEvent]) -> None:
+    def _remember(self, held: list[tuple[PodEvent, int]]) -> None:
         ring = self._ring
-        for event in events:
-            size = event.held()
+        for event, size in held:
             ring.append((event, size))
             self._ring_held += size
         while ring and (len(ring) > self.ring_size or self._ring_held > self.ring_bytes):

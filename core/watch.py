@@ -239,9 +239,9 @@ class WatchHub:
         self._open.add(watcher)
         return watcher
 
-    def publish(self, events: list[PodEvent]) -> None:
-        """Hand one change (all the events of one source update) to every watcher."""
-        held = [(event, event.held()) for event in events]
+    def publish(self, held: list[tuple[PodEvent, int]]) -> None:
+        """Hand one change (all the events of one source update, each with its `held()` bytes)
+        to every watcher."""
         size = sum(h for _, h in held)
         for watcher in list(self._watchers):
             watcher._offer(held, size)
