@@ -7,8 +7,6 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY core core
-COPY gateway gateway
 COPY pods_api pods_api
 # Every dependency ships manylinux wheels: nothing is compiled, and no compiler is in either stage.
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

@@ -38,9 +38,9 @@ def rss_mib() -> float:
 
 
 async def first_list(server: KubeAPIServer, kubeconfig: Path) -> float:
-    from pods_api.core.cache import PodCache
-    from pods_api.core.sources.apiserver import APIServerSource
-    from pods_api.core.watch import WatchHub
+    from pods_api.core.store.cache import PodCache
+    from pods_api.core.store.watch import WatchHub
+    from pods_api.sources.apiserver import APIServerSource
 
     cache = PodCache(WatchHub(capacity=1000, max_watchers=10))
     ready = asyncio.Event()
@@ -75,9 +75,9 @@ async def watch_delays(
     import aiohttp
     import orjson
 
-    from pods_api.core.cache import PodCache
-    from pods_api.core.sources.apiserver import APIServerSource
-    from pods_api.core.watch import WatchHub
+    from pods_api.core.store.cache import PodCache
+    from pods_api.core.store.watch import WatchHub
+    from pods_api.sources.apiserver import APIServerSource
 
     cache = PodCache(WatchHub(capacity=10_000, max_watchers=10))
     ready = asyncio.Event()
@@ -122,10 +122,10 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
 
-    import pods_api.core.server  # what every `pods-api serve` imports
+    import pods_api.serve.process  # what every `pods-api serve` imports
 
     before = rss_mib()
-    import pods_api.core.sources.apiserver  # noqa: F401
+    import pods_api.sources.apiserver  # noqa: F401
 
     after = rss_mib()
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 from google.protobuf import json_format
 
-from pods_api.core.codec import pod_from_bytes, pod_from_message, pod_to_bytes
-from pods_api.core.fieldmask import FieldMask, parse_mask
-from pods_api.core.pb import k8s_core_v1_pb2
+from pods_api.core.api.codec import pod_from_bytes, pod_from_message, pod_to_bytes
+from pods_api.core.api.pb import k8s_core_v1_pb2
+from pods_api.core.query.fieldmask import FieldMask, parse_mask
 
 REALISTIC = 3  # the first three vectors are the realistic pods
 MASK = "status.phase,status.podIPs,status.containerStatuses.ready,spec.containers.image"

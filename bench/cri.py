@@ -25,15 +25,15 @@ from typing import Any
 
 import grpc
 
-from pods_api.core.cache import PodCache
-from pods_api.core.pb import cri_runtime_v1_pb2 as cri
-from pods_api.core.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
+from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.core.store.cache import PodCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakecri import FakeRuntime, start
 
-from pods_api.core.sources.cri import CRISource, RuntimeReader
-from pods_api.core.watch import EventType, WatchHub
+from pods_api.core.store.watch import EventType, WatchHub
+from pods_api.sources.cri.source import CRISource, RuntimeReader
 
 PODS, CONTAINERS = 110, 300
 

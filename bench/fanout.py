@@ -48,7 +48,7 @@ import httpx
 from bench import pods
 from bench.serve import HERE, wait_line
 from bench.server import CHANNEL_OPTIONS, cpu_seconds, serving, until_serving
-from pods_api.core.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
 
 # time.time_ns() has 19 digits until 2286; nothing else in a pod does.
 _STAMP = re.compile(rb"generation-(\d{19})")
@@ -62,7 +62,7 @@ SYNC_PATIENCE = 300.0  # every watcher has its start (ours sends each 1,000 pods
 DRAIN_STALL = 5.0
 DRAIN_CAP = 90.0
 # Ours' histogram of the time from the cache publishing an event to a watcher's stream taking
-# it (core/metrics.py): the part of the delay that is the fan-out's, not the source's.
+# it (core/policy/metrics.py): the part of the delay that is the fan-out's, not the source's.
 _TAKEN = re.compile(rb'^pods_api_watch_event_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.MULTILINE)
 # Lag of this timer in a watcher process says whether the client itself kept up.
 _PROBE_S = 0.01

@@ -36,7 +36,7 @@ PODS = 110
 
 
 def _versions() -> list[list[Any]]:
-    from pods_api.core.pod import PodVersion
+    from pods_api.core.store.pod import PodVersion
 
     def pod(i: int, phase: str) -> PodVersion:
         metadata = {
@@ -67,9 +67,9 @@ async def _publish(rate: float, seconds: float, change: Any) -> None:
 
 
 async def serve_ours(socket: str, rate: float, seconds: float) -> None:
+    from pods_api.core.assembly import build_core
     from pods_api.core.config import Config
     from pods_api.core.grpc.server import create_server
-    from pods_api.core.runtime import build_core
 
     core = build_core(Config(node_name="bench", qps=0, max_watchers=5000, watch_buffer=100_000))
     versions = _versions()
@@ -84,7 +84,7 @@ async def serve_ours(socket: str, rate: float, seconds: float) -> None:
 
 async def serve_floor(socket: str, rate: float, seconds: float, write: bool = False) -> None:
     from pods_api.core.grpc.service import Contract, watch_frame
-    from pods_api.core.watch import EventType
+    from pods_api.core.store.watch import EventType
 
     versions = _versions()
     start = [watch_frame(Contract.V1ALPHA1, EventType.ADDED, p.pb) for p in versions[0]] + [SYNC_FRAME]

@@ -22,13 +22,13 @@ from typing import Any
 import orjson
 import yaml
 
-from pods_api.core.cache import PodCache
-from pods_api.core.pod import PodVersion
-from pods_api.core.view import View
-from pods_api.core.watch import WatchHub
-from pods_api.gateway import kubeobjects
+from pods_api.core.query.view import View
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.watch import WatchHub
 from pods_api.gateway.assemble import _make_list
 from pods_api.gateway.formats import Format
+from pods_api.gateway.kube import objects as kubeobjects
 
 FIXTURES = sorted((Path(__file__).resolve().parent.parent / "examples" / "fixtures").glob("*.yaml"))
 TEMPLATES: list[dict[str, Any]] = [yaml.safe_load(path.read_text()) for path in FIXTURES]

@@ -34,11 +34,11 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pods_api.core.cache import PodCache
-from pods_api.core.pb import pods_v1alpha1_pb2 as pods_pb
-from pods_api.core.pb import podsapi_v1_pb2 as lookup_pb
-from pods_api.core.pod import PodVersion
-from pods_api.core.watch import WatchHub
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as pods_pb
+from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.watch import WatchHub
 
 NODE_IP = "192.168.56.10"
 

@@ -28,9 +28,9 @@ from bench import pods
 from bench.serve import wait_line
 from bench.server import CHANNEL_OPTIONS, cpu_seconds, rss_mib, serving, until_serving
 from bench.workloads import SYNC_FRAME, _lists
-from pods_api.core.cache import RING_BYTES
-from pods_api.core.heap import TRIM_EVERY
-from pods_api.core.pb import podsapi_v1_pb2 as lookup_pb
+from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
+from pods_api.core.store.cache import RING_BYTES
+from pods_api.serve.heap import TRIM_EVERY
 
 HERE = Path(__file__).resolve().parent
 # Start frames the full-start watchers of one measurement read in all (see the docstring).

@@ -24,8 +24,8 @@ import httpx
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pods_api.core.pb import pods_v1alpha1_pb2 as api
-from pods_api.core.pb import pods_v1alpha1_pb2_grpc as api_grpc
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.api.pb import pods_v1alpha1_pb2_grpc as api_grpc
 
 HERE = Path(__file__).resolve().parent
 PODS_API = str(Path(sys.executable).parent / "pods-api")

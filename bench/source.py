@@ -30,10 +30,10 @@ import yaml
 from watchfiles import awatch
 
 from bench import pods
-from pods_api.core.cache import PodCache
-from pods_api.core.sources.directory import DEBOUNCE_MS, STEP_MS
-from pods_api.core.sources.manifests import ManifestDirSource
-from pods_api.core.watch import EventType, WatchHub
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.watch import EventType, WatchHub
+from pods_api.sources.directory import DEBOUNCE_MS, STEP_MS
+from pods_api.sources.manifests import ManifestDirSource
 
 _STAMP = re.compile(rb"generation-(\d+)")
 

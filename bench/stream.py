@@ -1,8 +1,8 @@
-"""CPU per delivered watch frame through the one watch stream (core/stream.py), in process, as a
+"""CPU per delivered watch frame through the one watch stream (core/store/stream.py), in process, as a
 ratio to a floor measured in the same run: the least an asyncio fan-out does (per watcher a
 deque, an Event and an async generator handing over one shared, pre-made bytes object). The
 ratio says what the stream adds per frame and per watcher: the view's decision and the frame
-cache lookup, the queue of core/watch.py, the delay metric.
+cache lookup, the queue of core/store/watch.py, the delay metric.
 
     python bench/stream.py [--pods 110] [--watchers 200] [--events 2000]
 """
@@ -15,13 +15,13 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 
-from pods_api.core.cache import PodCache
-from pods_api.core.fieldmask import parse_mask
 from pods_api.core.grpc.service import Contract, watch_encoding
-from pods_api.core.pod import PodVersion
-from pods_api.core.stream import WatchStreams
-from pods_api.core.view import View
-from pods_api.core.watch import WatchHub
+from pods_api.core.query.fieldmask import parse_mask
+from pods_api.core.query.view import View
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.stream import WatchStreams
+from pods_api.core.store.watch import WatchHub
 
 
 def pod(i: int, phase: str) -> PodVersion:

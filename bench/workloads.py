@@ -20,7 +20,7 @@ import httpx
 from bench import pods
 from bench.serve import HERE, wait_line
 from bench.server import CHANNEL_OPTIONS, cpu_seconds, serving, until_serving
-from pods_api.core.pb import pods_v1alpha1_pb2 as api
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
 
 MASK = "metadata.name,metadata.namespace,metadata.uid,status.phase,status.podIPs"
 UID = "00000000-0000-0000-0000-000000000007"
@@ -36,14 +36,14 @@ if sys.argv[2] == "pyyaml":
     import yaml
     def parse(data): return yaml.load(data, Loader=yaml.CSafeLoader)
 else:
-    from pods_api.core.sources.constructor import load_all as parse
+    from pods_api.sources.constructor import load_all as parse
 start = time.perf_counter()
 for path in sorted(Path(sys.argv[1]).iterdir()):
     parse(path.read_bytes())
 print(time.perf_counter() - start, time.process_time())
 """
 # The parser the source uses: libyaml (PyYAML's C scanner, parser and composer) with our direct
-# construction of its node tree (core/sources/constructor.py), equal to PyYAML's CSafeLoader by
+# construction of its node tree (pods_api/sources/constructor.py), equal to PyYAML's CSafeLoader by
 # test; and PyYAML's CSafeLoader itself (its constructor in pure Python), the floor until then.
 PARSERS = {"chosen": "libyaml + pods-api construction", "pyyaml": "PyYAML CSafeLoader (libyaml)"}
 

@@ -9,9 +9,9 @@ import argparse
 
 import grpc
 
-from pods_api.core.codec import pod_from_bytes
-from pods_api.core.pb import pods_v1alpha1_pb2 as pods_api
-from pods_api.core.pb import pods_v1alpha1_pb2_grpc as pods_grpc
+from pods_api.core.api.codec import pod_from_bytes
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as pods_api
+from pods_api.core.api.pb import pods_v1alpha1_pb2_grpc as pods_grpc
 
 parser = argparse.ArgumentParser(description="List, then watch, the pods of a Pods API socket.")
 parser.add_argument("socket", help="the socket, e.g. run/pods-api.sock")

@@ -5,7 +5,7 @@ into Kubernetes JSON and back; `pods_api.client` talks to any Pods API socket; `
 the command.
 """
 
-from pods_api.core.codec import CodecError, pod_from_bytes, pod_to_bytes
+from pods_api.core.api.codec import CodecError, pod_from_bytes, pod_to_bytes
 
 # The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.2.0"

@@ -1,4 +1,4 @@
-"""Regenerate core/pb/ from proto/*.proto: `python proto/generate.py`.
+"""Regenerate core/api/pb/ from proto/*.proto: `python proto/generate.py`.
 
 The modules are committed so that installing pods-api needs no protoc; tests/test_proto.py fails
 when they are stale. grpcio-tools is pinned in pyproject.toml because its output differs between
@@ -18,10 +18,10 @@ from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
 PROTO_DIR = Path(__file__).resolve().parent
-DEFAULT_OUT = PROTO_DIR.parent / "core" / "pb"
+DEFAULT_OUT = PROTO_DIR.parent / "pods_api" / "core" / "api" / "pb"
 
 # protoc writes `import foo_pb2`, which only works with the output folder on sys.path; the
-# modules live in the pods_api.core.pb package, so make the imports package-relative.
+# modules live in the pods_api.core.api.pb package, so make the imports package-relative.
 _IMPORT = re.compile(r"^import (\w+_pb2) as (\w+)$", re.MULTILINE)
 
 
@@ -47,7 +47,7 @@ def generate(out: Path) -> list[Path]:
     written = sorted(p for p in out.iterdir() if p.suffix in (".py", ".pyi") and p.name != "__init__.py")
     for path in written:
         text = path.read_text()
-        path.write_text(_IMPORT.sub(r"from pods_api.core.pb import \1 as \2", text))
+        path.write_text(_IMPORT.sub(r"from pods_api.core.api.pb import \1 as \2", text))
     return written
 
 

@@ -1,9 +1,10 @@
+"""The suite's shape: tests/unit/<wing>/ run in-process in seconds; tests/e2e/ start real servers
+(`pods-api serve`, containerd, kubectl, Go clients) over real sockets and are marked `e2e`.
+Shared builders and harnesses live in tests/support/ (on the path via pyproject.toml)."""
+
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -13,8 +14,9 @@ from hypothesis import settings
 settings.register_profile("pods-api", deadline=None)
 settings.load_profile("pods-api")
 
-# The shared reference data sits beside the clone (../shared); a user's clone has none.
-SHARED_K8S = Path(__file__).resolve().parents[2] / "shared" / "k8s"
+E2E = Path(__file__).resolve().parent / "e2e"
+# Fixtures every wing may use: the in-process gateway (gateway, make_gateway) and go_build.
+pytest_plugins = ["gatewayharness", "gobuild"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,24 +25,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--seeds",
         type=int,
         default=2,
-        help="seeds for the randomized invariant driver (tests/test_invariant.py); a few run by default",
+        help="seeds for the randomized invariant driver (tests/e2e/test_invariant.py); a few run by default",
     )
     group.addoption("--first-seed", type=int, default=0, help="the first of those seeds")
 
 
-def shared_vectors() -> list[dict[str, Any]]:
-    path = SHARED_K8S / "pod-vectors.json"
-    if not path.exists():
-        return []
-    return json.loads(path.read_text())["vectors"]
-
-
-def vector_params() -> list[Any]:
-    vectors = shared_vectors()
-    if not vectors:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{SHARED_K8S} is absent"))]
-    return [pytest.param(v, id=v["name"]) for v in vectors]
-
-
-def vector_pb(vector: dict[str, Any]) -> bytes:
-    return base64.b64decode(vector["pb"])
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/e2e/ is `e2e`, so `pytest -m 'not e2e'` is the fast suite."""
+    for item in items:
+        if E2E in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.e2e)

@@ -1,7 +1,6 @@
 """pods_api.client: talk to any Pods API socket — the kubelet's (v1.36+) or pods-api's.
 
     from pods_api.client import Client, Informer
-
     async with Client("/var/lib/kubelet/pods-api/pods-api.sock") as client:
         for pod in await client.list(fields="status.phase"):
             print(pod.name, pod.json()["status"].get("phase"))
@@ -39,7 +38,7 @@ from pods_api.client.errors import (
     Unreachable,
 )
 from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
-from pods_api.client.lookup import ContainerKind, Match, MatchedContainer
+from pods_api.client.lookup_client import ContainerKind, Match, MatchedContainer
 
 __all__ = [
     "KUBELET_SOCKET",

@@ -1,6 +1,6 @@
 """`Client`: List, Get and Watch over any Pods API socket (the kubelet's, or pods-api's), on
 either contract, with field masks and typed errors; on pods-api's socket also `lookup` and
-label and field selectors (its extension, pods_api/client/lookup.py).
+label and field selectors (its extension, pods_api/client/lookup_client.py).
 
 Pods come back as the server's bytes (`Pod.raw`, the serialized `v1.Pod`, exactly as sent) and
 are decoded only when asked: `Pod.message` (protobuf) or `Pod.json()` (Kubernetes JSON, as
@@ -22,11 +22,11 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from pods_api.client.errors import from_rpc_error
-from pods_api.client.lookup import SERVICE as LOOKUP_SERVICE
-from pods_api.client.lookup import Match, lookup_request, matched_container
-from pods_api.core.codec import CodecError, pod_from_message
-from pods_api.core.pb import k8s_core_v1_pb2, pods_v1alpha1_pb2
-from pods_api.core.pb import podsapi_v1_pb2 as lookup_pb
+from pods_api.client.lookup_client import SERVICE as LOOKUP_SERVICE
+from pods_api.client.lookup_client import Match, lookup_request, matched_container
+from pods_api.core.api.codec import CodecError, pod_from_message
+from pods_api.core.api.pb import k8s_core_v1_pb2, pods_v1alpha1_pb2
+from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 
 # Where the kubelet (v1.36+) serves its Pods API.
 KUBELET_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock"

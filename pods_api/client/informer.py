@@ -29,7 +29,7 @@ from pods_api.client.errors import (
     RateLimited,
     Unreachable,
 )
-from pods_api.core.codec import CodecError
+from pods_api.core.api.codec import CodecError
 
 log = logging.getLogger(__name__)
 

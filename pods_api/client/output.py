@@ -1,6 +1,6 @@
 """How `pods-api get` and `pods-api watch` print pods: the formats of `kubectl get -o`.
 
-- `table`/`wide`: `kubectl get pods -A [-o wide]`, cell for cell (core/printer.py);
+- `table`/`wide`: `kubectl get pods -A [-o wide]`, cell for cell (core/api/printer.py);
 - `json`: kubectl's JSON printer (keys sorted, as kubectl's unstructured objects marshal; four
   spaces of indent; `<`, `>`, `&` escaped as Go's encoder does);
 - `yaml`: kubectl's YAML printer (sigs.k8s.io/yaml: the JSON's keys sorted, block style, strings
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from pods_api.client.client import EventType, Pod, WatchEvent
-from pods_api.core.printer import POD_COLUMNS, pod_row, pod_text_table
+from pods_api.core.api.printer import POD_COLUMNS, pod_row, pod_text_table
 
 Format = Literal["table", "wide", "json", "yaml", "name"]
 FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml", "name")

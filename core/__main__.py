@@ -1,3 +1,0 @@
-from pods_api.core.cli import main
-
-main()

@@ -1,0 +1,35 @@
+"""The `Core` every surface is built on, and how one is made from a config. It imports no surface
+(no grpc server, no uvicorn, no FastAPI): the gRPC server, the gateway and the tests take a
+`Core`, and only the composition root (pods_api/serve/process.py) knows them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pods_api.core.store.cache import PodCache
+from pods_api.core.policy.calls import CALLS, Calls
+from pods_api.core.config import Config
+from pods_api.core.policy.metrics import Metrics
+from pods_api.core.policy.ratelimit import TokenBucket
+from pods_api.core.store.stream import WatchStreams
+from pods_api.core.store.watch import WatchHub
+@dataclass(eq=False)
+class Core:
+    """What every surface is built on: the gRPC server and the gateway take this and nothing else."""
+
+    config: Config
+    cache: PodCache
+    limiter: TokenBucket | None  # shared by the limited calls on every surface; None: no limit
+    metrics: Metrics
+    calls: Calls  # what each call is: limited, gated, counted
+    streams: WatchStreams  # every surface's watches: one frame cache for all of them
+
+
+def build_core(config: Config, calls: Calls = CALLS) -> Core:
+    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers, grace=config.watch_grace)
+    cache = PodCache(hub)
+    metrics = Metrics(cache, calls)
+    hub.on_drop = metrics.watch_events_dropped.inc
+    limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
+    streams = WatchStreams(cache, metrics.fanout_delay.observe)
+    return Core(config, cache, limiter, metrics, calls, streams)

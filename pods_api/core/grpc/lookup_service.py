@@ -1,0 +1,94 @@
+"""podsapi.v1.PodLookup, our extension on the Pods API socket (proto/podsapi_v1.proto): Lookup by
+container ID, pod IP or namespace and name, and ListPods and WatchPods with label and field
+selectors. The kubelet's v1alpha1.Pods stays exactly the kubelet's.
+
+Same rules as the Pods handlers (core/grpc/service.py): the mask comes from the
+`x-kubernetes-fieldmask` metadata, pods are the cache's encoded bytes, a list is assembled once
+per (snapshot, view) and shared with v1alpha1's ListPods of the same view (the same bytes on the
+wire), and the watch is the one stream in v1alpha1's frames. Rate limit, readiness and metrics
+are the interceptors', from the call table.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from pods_api.core.store.cache import PodCache
+from pods_api.core.grpc.requests import parser
+from pods_api.core.grpc.service import Contract, list_response, mask_text, send_bounded, watch_encoding
+from pods_api.core.store.index import ContainerRef
+from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
+from pods_api.core.query.lookup import LookupKey, find
+from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
+from pods_api.core.store.stream import WatchStreams
+from pods_api.core.query.view import View, parse_view
+SERVICE = lookup_pb.DESCRIPTOR.services_by_name["PodLookup"].full_name
+
+_KINDS = {
+    "containerStatuses": lookup_pb.CONTAINER,
+    "initContainerStatuses": lookup_pb.INIT_CONTAINER,
+    "ephemeralContainerStatuses": lookup_pb.EPHEMERAL_CONTAINER,
+}
+
+
+def _key(request: lookup_pb.LookupRequest) -> LookupKey:
+    match request.WhichOneof("key"):
+        case "container_id":
+            return LookupKey(container_id=request.container_id)
+        case "pod_ip":
+            return LookupKey(pod_ip=request.pod_ip)
+        case "name":
+            return LookupKey(name=(request.name.namespace, request.name.name))
+    return LookupKey()  # none given: LookupKey says so
+
+
+def container(ref: ContainerRef) -> lookup_pb.Container:
+    return lookup_pb.Container(name=ref.name, kind=_KINDS[ref.list], container_id=ref.container_id)
+
+
+class LookupService:
+    def __init__(
+        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> None:
+        self._cache = cache
+        self._streams = streams
+        self._send_timeout = send_timeout
+        self._encoding = watch_encoding(Contract.V1ALPHA1)
+
+    async def lookup(self, request: lookup_pb.LookupRequest, context: grpc.aio.ServicerContext) -> bytes:
+        view = parse_view(mask_text(context), request.label_selector, request.field_selector)
+        matches = [
+            lookup_pb.Match(
+                pod=hit.pod.masked(view).pb,
+                container=container(hit.container) if hit.container is not None else None,
+            )
+            for hit in find(self._cache, _key(request), view)
+        ]
+        return lookup_pb.LookupResponse(matches=matches).SerializeToString()
+
+    async def list_pods(self, request: lookup_pb.ListPodsRequest, context: grpc.aio.ServicerContext) -> bytes:
+        view = parse_view(mask_text(context), request.label_selector, request.field_selector)
+        snapshot = self._cache.snapshot()
+        return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+
+    async def watch_pods(
+        self, request: lookup_pb.WatchPodsRequest, context: grpc.aio.ServicerContext
+    ) -> None:
+        view: View = parse_view(mask_text(context), request.label_selector, request.field_selector)
+        with self._streams.open(view) as watch:
+            await send_bounded(context, watch.frames(self._encoding), self._send_timeout)
+
+
+METHODS = ("Lookup", "ListPods", "WatchPods")
+
+
+def handlers(service: LookupService) -> grpc.GenericRpcHandler:
+    """The service's methods; requests parse as grpc-go does (core/grpc/requests.py)."""
+    methods = {
+        "Lookup": grpc.unary_unary_rpc_method_handler(service.lookup, parser(lookup_pb.LookupRequest)),
+        "ListPods": grpc.unary_unary_rpc_method_handler(service.list_pods, parser(lookup_pb.ListPodsRequest)),
+        "WatchPods": grpc.unary_stream_rpc_method_handler(
+            service.watch_pods, parser(lookup_pb.WatchPodsRequest)
+        ),
+    }
+    return grpc.method_handlers_generic_handler(SERVICE, methods)

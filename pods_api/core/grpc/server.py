@@ -1,0 +1,117 @@
+"""The grpc.aio server: both Pods contracts, our PodLookup extension, the standard health service
+and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from pods_api.core.policy import connections as limits
+from pods_api.core.store.cache import PodCache
+from pods_api.core.policy.calls import Calls
+from pods_api.core.grpc import reflection
+from pods_api.core.grpc import lookup_service as lookup
+from pods_api.core.grpc.interceptors import PodsInterceptor
+from pods_api.core.grpc.requests import parser
+from pods_api.core.grpc.service import Contract, PodsService
+from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
+from pods_api.core.assembly import Core
+# What health and reflection name: every service of the API.
+SERVICES = (*(c.value for c in Contract), lookup.SERVICE)
+
+_REQUESTS = {
+    Contract.V1ALPHA1: (
+        pods_v1alpha1_pb2.ListPodsRequest,
+        pods_v1alpha1_pb2.GetPodRequest,
+        pods_v1alpha1_pb2.WatchPodsRequest,
+    ),
+    Contract.DOCUMENTED: (
+        pods_doc_pb2.PodListRequest,
+        pods_doc_pb2.PodGetRequest,
+        pods_doc_pb2.PodWatchRequest,
+    ),
+}
+
+
+def _handlers(contract: Contract, service: PodsService, calls: Calls) -> grpc.GenericRpcHandler:
+    list_req, get_req, watch_req = _REQUESTS[contract]
+    # No response serializer: the handlers return wire bytes assembled from cached encodings.
+    # Requests parse without raising (core/grpc/requests.py): a bad one is answered as grpc-go does.
+    handlers = {
+        "ListPods": grpc.unary_unary_rpc_method_handler(service.list_pods, parser(list_req)),
+        "GetPod": grpc.unary_unary_rpc_method_handler(service.get_pod, parser(get_req)),
+        "WatchPods": grpc.unary_stream_rpc_method_handler(service.watch_handler(contract), parser(watch_req)),
+    }
+    _check_table(calls, contract.value, handlers)
+    return grpc.method_handlers_generic_handler(contract.value, handlers)
+
+
+def _check_table(calls: Calls, service: str, methods: Iterable[str]) -> None:
+    """Every method is in the call table, which says how it is limited, gated and counted."""
+    missing = [name for name in methods if name not in calls.by_name]
+    missing += [] if service in calls.services else [service]
+    if missing:
+        raise KeyError(f"not in the call table: {', '.join(missing)}")
+
+
+def create_server(core: Core) -> grpc.aio.Server:
+    """The Pods services (both contracts), PodLookup, health and reflection; the caller adds a
+    port."""
+    cache = core.cache
+    interceptors = [PodsInterceptor(core)]
+    server = grpc.aio.server(interceptors=interceptors, options=limits.grpc_options(core.config))
+    service = PodsService(cache, core.streams, core.config.send_timeout)
+    extension = lookup.handlers(lookup.LookupService(cache, core.streams, core.config.send_timeout))
+    _check_table(core.calls, lookup.SERVICE, lookup.METHODS)
+    server.add_generic_rpc_handlers([*(_handlers(c, service, core.calls) for c in Contract), extension])
+    _add_health(server, cache)
+    names = [*SERVICES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+    reflection.enable(names, server)
+    return server
+
+
+class _GenericOnly:
+    """A server that takes generic handlers only. grpcio's generated `add_*_to_server` adds a
+    service both ways; but grpc.aio keeps one pending request per registered method and awaits
+    them all beside the generic one for every incoming call (`asyncio.wait` over the set), so
+    each registered health method made every Pods call dearer (BENCHMARKS.md, "gRPC per call
+    and per frame"). The generic handler serves the same methods."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        pass
+
+
+def _add_health(server: grpc.aio.Server, cache: PodCache) -> None:
+    """grpc.health.v1: SERVING once the pod sources have synced, for the server ("") and each
+    Pods service; Watch on it tells a client the moment readiness changes."""
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, _GenericOnly(server))
+    names = ["", *SERVICES]
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def publish(ready: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in names:
+            await health.set(name, status)
+
+    def on_readiness(ready: bool) -> None:
+        task = asyncio.get_running_loop().create_task(publish(ready))
+        tasks.add(task)  # keep a reference until done: the loop holds tasks only weakly
+        task.add_done_callback(tasks.discard)
+
+    cache.on_readiness(on_readiness)
+    on_readiness(cache.ready)

@@ -1,0 +1,174 @@
+"""The Pods API handlers, shared by both contracts: the kubelet's `v1alpha1.Pods` and the
+documentation's package-less `Pods`. List and Get are the same bytes on the wire in both; only
+the watch message differs (type and pod swap field numbers).
+
+Handlers return serialized bytes (the servers' response serializers pass them through), so a
+pod is never re-encoded: responses are assembled from the cache's per-version encodings, and a
+whole ListPodsResponse is kept per (snapshot, view). Watch is the shared stream (core/store/stream.py):
+this module only says how an event is a frame on each contract.
+
+Rate limit, readiness and metrics are interceptors (core/grpc/interceptors.py), not here; so is
+the status of a call: handlers raise domain errors (core/api/status.py), the interceptor aborts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from enum import Enum
+
+import grpc
+
+from pods_api.core.store.cache import PodCache, Snapshot
+from pods_api.core.query.fieldmask import parse_mask
+from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
+from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.policy.ratelimit import ThrottledLog
+from pods_api.core.api.status import InvalidArgument, NotFound, quote
+from pods_api.core.store.stream import Encoding, WatchStreams
+from pods_api.core.query.view import View
+from pods_api.core.store.watch import EventType
+log = logging.getLogger(__name__)
+
+FIELDMASK_METADATA = "x-kubernetes-fieldmask"
+
+
+class Contract(Enum):
+    V1ALPHA1 = "v1alpha1.Pods"
+    DOCUMENTED = "Pods"
+
+
+def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes:
+    if contract is Contract.V1ALPHA1:
+        return pods_v1alpha1_pb2.WatchPodsEvent(type=kind.name, pod=pod or b"").SerializeToString()
+    # PodWatchResponse{pod = 1, type = 2}: two messages' bytes concatenate into one message, and
+    # GetPodResponse's field 1 is the same bytes as a Pod at field 1 (no re-parse of the pod).
+    head = pods_v1alpha1_pb2.GetPodResponse(pod=pod).SerializeToString() if pod is not None else b""
+    return head + pods_doc_pb2.PodWatchResponse(type=kind.name).SerializeToString()
+
+
+def watch_encoding(contract: Contract) -> Encoding:
+    """How a watch is written on one contract: the frames the stream caches for it."""
+
+    def event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
+        return watch_frame(contract, kind, pod.masked(view).pb)
+
+    def synced(revision: int, resumed: bool) -> bytes:
+        return watch_frame(contract, EventType.INITIAL_SYNC_COMPLETE, None)
+
+    return Encoding(f"grpc {contract.value}", event, synced)
+
+
+class PodsService:
+    """Answers List, Get and Watch from the cache. Both contracts share one instance."""
+
+    def __init__(
+        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> None:
+        self._cache = cache
+        self._streams = streams
+        self._send_timeout = send_timeout
+        self._encodings = {contract: watch_encoding(contract) for contract in Contract}
+
+    async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
+        view = _view(context)
+        snapshot = self._cache.snapshot()
+        return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+
+    async def get_pod(
+        self, request: pods_v1alpha1_pb2.GetPodRequest, context: grpc.aio.ServicerContext
+    ) -> bytes:
+        view = _view(context)
+        pod = self._cache.get(request.podUID)
+        if pod is None:
+            raise NotFound(f"pod {quote(request.podUID)} not found")
+        return pod.masked(view).get_response
+
+    def watch_handler(self, contract: Contract) -> Callable[..., Awaitable[None]]:
+        encoding = self._encodings[contract]
+
+        async def watch_pods(request: object, context: grpc.aio.ServicerContext) -> None:
+            # TooManyWatchers, ServerStopping, FellBehind carry their status (core/api/status.py).
+            with self._streams.open(_view(context)) as watch:
+                await send_bounded(context, watch.frames(encoding), self._send_timeout)
+
+        return watch_pods
+
+
+async def send_bounded(
+    context: grpc.aio.ServicerContext, frames: AsyncIterator[bytes], send_timeout: float
+) -> None:
+    """Writes the frames of a watch, each of which the client must take within `send_timeout`:
+    the stall guard of every gRPC watch (both contracts and the lookup service).
+
+    A frame handed to grpc returns here only once the client's flow control took it: a client
+    that reads nothing would hold the stream (and its buffers) for ever, its watcher long cut
+    off. So a send that takes longer than the send timeout ends the call (grpc resets the
+    stream: the client sees CANCELLED, if it ever looks). Frames are written with
+    `context.write` (no generator between the stream and grpc), and one timer per watch checks
+    the send under way, rather than a timer made and cancelled per frame."""
+    guard = _SendGuard(send_timeout)
+    write, clock = context.write, guard.clock
+    try:
+        async for frame in frames:
+            guard.since = clock()
+            await write(frame)
+            guard.since = None
+    finally:
+        guard.cancel()
+
+
+class _SendGuard:
+    """Ends the calling task once one send has taken `seconds`. Its timer fires every `seconds`
+    at most: on time, or re-armed for when the send under way would reach the limit."""
+
+    def __init__(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.clock = loop.time
+        self.since: float | None = None  # when the send under way began; None: not sending
+        self._call = asyncio.current_task()
+        self._seconds = seconds
+        self._loop = loop
+        self._timer = loop.call_later(seconds, self._check)
+
+    def _check(self) -> None:
+        since, now = self.since, self.clock()
+        if since is not None and now - since >= self._seconds:
+            _end_stalled(self._call, self._seconds)
+            return
+        self._timer = self._loop.call_at((now if since is None else since) + self._seconds, self._check)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+_STALLED_LOG = ThrottledLog(log)
+
+
+def _end_stalled(call: asyncio.Task[object] | None, seconds: float) -> None:
+    _STALLED_LOG.warning(f"ending a gRPC watch whose client took nothing for {seconds:g} s")
+    if call is not None:
+        call.cancel()
+
+
+def list_response(snapshot: Snapshot, view: View) -> bytes:
+    # ListPodsResponse{repeated bytes pods = 1}: each pod is kept framed as field 1, so the whole
+    # response is one join, with no message built.
+    return b"".join(pod.masked(view).framed for pod in view.select(snapshot.pods))
+
+
+def mask_text(context: grpc.aio.ServicerContext) -> str | None:
+    """The call's field mask metadata (None: absent); two values are InvalidArgument."""
+    values = [v for k, v in context.invocation_metadata() or () if k == FIELDMASK_METADATA]
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidArgument(f"{FIELDMASK_METADATA} must have one value, got {len(values)}")
+    return values[0] if isinstance(values[0], str) else values[0].decode()
+
+
+def _view(context: grpc.aio.ServicerContext) -> View:
+    # A FieldMaskError is an InvalidArgument.
+    return View(parse_mask(mask_text(context)))

@@ -1,0 +1,529 @@
+"""The pod cache: the pods served, by UID, merged from what every source contributes.
+
+Sources hand over snapshots (`replace`) or deltas (`upsert`, `delete`) of their own pods;
+overlays (`cache.overlay(name)`) hand over statuses for pods others own. The cache keeps each
+contribution, and the identity policy (core/store/identity.py) decides under which UID a pod is
+served and merges the contributions for that UID: first claim wins, a static pod is one pod
+whoever reports it (its mirror, the kubelet's view), an overlay's status fields win as its
+precedence table says. Whether a source's pods are static pods as configured is said when it
+registers (`source(name, configures_static_pods=True)`). A UID is merged again only
+when one of its contributions changed. The cache computes ADDED/MODIFIED/DELETED by comparing
+encoded versions, keeps its named indexes (core/store/index.py) current at that same point, stamps
+each change with a revision, keeps recent events in a ring for resumable watches, and
+publishes them to the watch hub.
+Readiness: the cache is ready once every registered gate (each source, plus any hold such as
+--ready-delay) has opened. Everything runs on one event loop; no method awaits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pods_api.core.api.codec import CodecError
+from pods_api.core.store.identity import Contribution, IdentityPolicy, Overlay, Served
+from pods_api.core.store.index import (
+    BY_CONTAINER_ID,
+    BY_NAME,
+    BY_POD_IP,
+    ContainerRef,
+    Hit,
+    Index,
+    default_indexes,
+)
+from pods_api.core.store.lru import LRU
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.watch import BACKLOG_BYTES, BACKLOG_EVENTS, EventType, PodEvent, Watcher, WatchHub
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Events kept for resuming an HTTP watch from a revision, and at most this many bytes of pod
+# encodings they reference (each event counts its pod and the version it replaced): the
+# watchers' backlog bound (core/store/watch.py), for the same reason, a few minutes of churn on a busy
+# node; older resumes get a fresh snapshot instead.
+RING_SIZE = BACKLOG_EVENTS
+RING_BYTES = BACKLOG_BYTES
+# What every surface says while the cache is not ready (gRPC FAILED_PRECONDITION, HTTP 503).
+NOT_SYNCED = "pod sources have not finished their initial sync"
+# Assembled responses kept per snapshot (one per distinct mask and surface): a handful in
+# practice, bounded against a client that sends a new mask each time.
+MEMO_PER_SNAPSHOT = 32
+# And at most this many bytes of them. Each is a copy of every pod it shows, so kept without a
+# bound they are one more copy of the node's pods per surface and view (42 MiB at 5,000 pods
+# for one gRPC and one JSON List, as much as the pods themselves). Every response of a node of
+# 1,000 pods of ~3 KiB fits (2.9 MiB per gRPC List, 5.6 MiB per JSON one), and a gRPC List of
+# 5,000; each List until the next change is then a lookup. A larger one is assembled again per
+# call: one join of the pods' kept bytes (2.6 ms for 14 MiB), instead of a copy kept idle.
+MEMO_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(eq=False, slots=True)
+class Snapshot:
+    """The pods at one revision, in UID order; immutable. Surfaces memoise what they assemble
+    from it (a whole ListPodsResponse, a JSON PodList) so that every request until the next
+    change gets the same bytes object, up to MEMO_BYTES of them."""
+
+    revision: int
+    pods: tuple[PodVersion, ...]
+    _memo: LRU[Any, Any] = field(default_factory=lambda: LRU(MEMO_PER_SNAPSHOT, _weight, MEMO_BYTES))
+    # What the memo could not keep, while something still uses it: watches starting together
+    # share one start, however large, and nothing of it is kept once every one has sent it.
+    _in_use: weakref.WeakValueDictionary[Any, Any] = field(default_factory=weakref.WeakValueDictionary)
+
+    def memo(self, key: Any, make: Callable[[], T]) -> T:
+        """What `make` assembles from this snapshot, made once while kept (up to MEMO_BYTES of
+        them), or while in use elsewhere if it can be referenced weakly (a watch start)."""
+        value: T | None = self._in_use.get(key)
+        if value is not None:
+            return value
+        value = self._memo.get(key, make)
+        if key not in self._memo:
+            with contextlib.suppress(TypeError):  # bytes cannot be referenced weakly
+                self._in_use[key] = value
+        return value
+
+
+def _weight(value: Any) -> int:
+    """The bytes an assembled value holds: a body, or a watch start's frames (a pointer each
+    for anything else, such as a list of the snapshot's own pods)."""
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, tuple | list):
+        return sum(len(item) if isinstance(item, bytes) else 8 for item in value)
+    return 8
+
+
+class Gate:
+    """One condition of readiness: a source's first sync, or a deliberate hold."""
+
+    def __init__(self, cache: PodCache, name: str) -> None:
+        self._cache = cache
+        self.name = name
+        self.open = False
+        self._thread = threading.get_ident()  # the event loop's, where sources are registered
+
+    def _check_thread(self) -> None:
+        """Sinks are called on the event loop's thread only: the cache takes no lock, so a call
+        from another thread (a thread-based client library's callback) would corrupt it quietly."""
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(
+                f"pod source {self.name} called its sink from another thread; sinks are called on "
+                "the event loop's thread only (use loop.call_soon_threadsafe)"
+            )
+
+    def set_open(self) -> None:
+        if not self.open:
+            self.open = True
+            self._cache._gate_changed()
+
+
+class SourceSink(Gate):
+    """What a source writes to: its pods, by their own UIDs. Which of them are served, and
+    under which UID, is the cache's identity policy's decision (core/store/identity.py).
+
+    Called on the event loop's thread only (the thread that registered the source); a call from
+    any other thread raises RuntimeError instead of corrupting the cache."""
+
+    def __init__(self, cache: PodCache, name: str, *, configures_static_pods: bool = False) -> None:
+        super().__init__(cache, name)
+        self.configures_static_pods = configures_static_pods
+        self.served_as: dict[str, str] = {}  # this source's pod UID -> the UID it is served under
+
+    @property
+    def uids(self) -> set[str]:
+        """The UIDs of this source's pods (as the source has them)."""
+        return set(self.served_as)
+
+    def replace(self, pods: Iterable[PodVersion]) -> None:
+        """This source's complete set of pods now: relist, poll and resync all come here."""
+        self._check_thread()
+        self._cache._replace(self, list(pods))
+
+    def upsert(self, pod: PodVersion) -> None:
+        self._check_thread()
+        self._cache._publish(self._cache._change(self, [pod], []))
+
+    def delete(self, uid: str) -> None:
+        self._check_thread()
+        if uid in self.served_as:
+            self._cache._publish(self._cache._change(self, [], [uid]))
+
+    def mark_synced(self) -> None:
+        """The source has delivered its first complete state."""
+        self._check_thread()
+        self.set_open()
+
+
+class OverlaySink(Gate):
+    """What a status overlay (the CRI source) writes to: a PodStatus per UID, for pods other
+    sources own. It never makes a pod exist; the identity policy's precedence table says which
+    of its fields win. Statuses are Kubernetes JSON (as in a Pod's `status`); a malformed one
+    raises CodecError naming the path, and changes nothing."""
+
+    def __init__(self, cache: PodCache, name: str) -> None:
+        super().__init__(cache, name)
+        self.statuses: dict[str, Overlay] = {}
+        self._given: dict[str, Mapping[str, Any]] = {}  # as handed over, to skip re-decoding
+
+    def set_status(self, uid: str, status: Mapping[str, Any]) -> None:
+        self._check_thread()
+        canonical = self._canonical(uid, status)
+        if canonical is not None:
+            self._given[uid] = copy.deepcopy(dict(status))
+            self._cache._publish(self._cache._overlay(self, uid, canonical))
+
+    def clear(self, uid: str) -> None:
+        """This overlay has nothing more to say about `uid`."""
+        self._check_thread()
+        self._given.pop(uid, None)
+        if self.statuses.pop(uid, None) is not None:
+            self._cache._publish(self._cache._settle(uid))
+
+    def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None:
+        """The overlay's complete set of statuses now; all are checked before any is used."""
+        self._check_thread()
+        checked = {uid: self._canonical(uid, status) for uid, status in statuses.items()}
+        events: list[PodEvent] = []
+        for uid in sorted(self.statuses.keys() - statuses.keys()):
+            del self.statuses[uid]
+            self._given.pop(uid, None)
+            events += self._cache._settle(uid)
+        for uid, canonical in checked.items():
+            if canonical is not None:
+                self._given[uid] = copy.deepcopy(dict(statuses[uid]))
+                events += self._cache._overlay(self, uid, canonical)
+        self._cache._publish(events)
+
+    def pod(self, uid: str) -> PodVersion | None:
+        """The pod served under `uid` (its spec and metadata are the owner's), if any."""
+        return self._cache.get(uid)
+
+    def mark_synced(self) -> None:
+        self._check_thread()
+        self.set_open()
+
+    def _canonical(self, uid: str, status: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The status in canonical JSON, or None when it is what was last handed over."""
+        if self._given.get(uid) == status:
+            return None
+        try:
+            decoded = PodVersion.from_json({"status": status})
+        except CodecError as e:
+            raise CodecError(f"{self.name}: pod {uid}: {e.path}", e.problem) from None
+        canonical: dict[str, Any] = decoded.json.get("status") or {}
+        return canonical
+
+
+class PodCache:
+    """Pods by UID, merged from every source's contribution by an identity policy, with named
+    indexes kept current at the one place a served pod changes (`_settle`)."""
+
+    def __init__(
+        self,
+        hub: WatchHub,
+        *,
+        ring_size: int = RING_SIZE,
+        ring_bytes: int = RING_BYTES,
+        policy: IdentityPolicy | None = None,
+        indexes: Iterable[Index] | None = None,
+    ) -> None:
+        self.hub = hub
+        self.policy = policy or IdentityPolicy()
+        # Revisions start at the wall clock in milliseconds, so a revision a client kept from an
+        # earlier run of the process is older than every revision of this one.
+        self._first_revision = self.revision = time.time_ns() // 1_000_000
+        self._served: dict[str, Served] = {}
+        # served UID -> (source, the source's own pod UID) -> that source's pod
+        self._claims: dict[str, dict[tuple[str, str], Contribution]] = {}
+        # a static pod's (namespace, name) -> what every source says of it (see the policy)
+        self._static: dict[tuple[str, str], dict[tuple[str, str], Contribution]] = {}
+        self._claim_order = itertools.count()
+        self._said_refused: set[tuple[str, str, str]] = set()
+        self._indexes: dict[str, Index] = {}
+        self._ring: deque[tuple[PodEvent, int]] = deque()  # with the bytes each event counts
+        self.ring_size, self.ring_bytes = ring_size, ring_bytes
+        self._ring_held = 0
+        self._gates: list[Gate] = []
+        self._sinks: dict[str, SourceSink] = {}
+        self._overlays: dict[str, OverlaySink] = {}
+        self._snapshot: Snapshot | None = None
+        self._readiness_listeners: list[Callable[[bool], None]] = []
+        for index in default_indexes() if indexes is None else indexes:
+            self.add_index(index)
+
+    # -- readiness ---------------------------------------------------------------------------
+
+    def source(self, name: str, *, configures_static_pods: bool = False) -> SourceSink:
+        """Register a pod source. `configures_static_pods`: its pods are static pods as their
+        manifests make them (--manifests, --manifest-url), which the identity policy matches
+        with what other sources report of the same static pods."""
+        self._check_new_name(name)
+        sink = self._sinks[name] = SourceSink(self, name, configures_static_pods=configures_static_pods)
+        self._gates.append(sink)
+        return sink
+
+    def overlay(self, name: str) -> OverlaySink:
+        """Register a status overlay (e.g. the CRI source); a gate of readiness like a source."""
+        self._check_new_name(name)
+        sink = self._overlays[name] = OverlaySink(self, name)
+        self._gates.append(sink)
+        return sink
+
+    def hold(self, name: str) -> Gate:
+        gate = Gate(self, name)
+        self._gates.append(gate)
+        return gate
+
+    def _check_new_name(self, name: str) -> None:
+        if any(g.name == name for g in self._gates):
+            raise ValueError(f"a pod source named {name!r} is already registered")
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._gates) and all(g.open for g in self._gates)
+
+    @property
+    def gates(self) -> tuple[Gate, ...]:
+        return tuple(self._gates)
+
+    def on_readiness(self, listener: Callable[[bool], None]) -> None:
+        self._readiness_listeners.append(listener)
+
+    def _gate_changed(self) -> None:
+        ready = self.ready
+        for listener in self._readiness_listeners:
+            listener(ready)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            pods = tuple(self._served[uid].pod for uid in sorted(self._served))
+            self._snapshot = Snapshot(self.revision, pods)
+        return self._snapshot
+
+    def get(self, uid: str) -> PodVersion | None:
+        served = self._served.get(uid)
+        return served.pod if served else None
+
+    def owner(self, uid: str) -> str | None:
+        """The source whose pod is served under `uid` (None: not served, or a mirror alone)."""
+        served = self._served.get(uid)
+        return served.owner if served else None
+
+    def __len__(self) -> int:
+        return len(self._served)
+
+    def add_index(self, index: Index) -> None:
+        """Register a named index; it is filled from the pods served now and kept current."""
+        if index.name in self._indexes:
+            raise ValueError(f"an index named {index.name!r} is already registered")
+        self._indexes[index.name] = index
+        for uid, served in self._served.items():
+            index.update(uid, None, served.pod)
+
+    def by_index(self, name: str, value: Any) -> list[Hit]:
+        """The served pods an index holds under `value`, in UID order (empty when none);
+        raises KeyError for an unknown index and InvalidLookup for a value it cannot answer
+        (a malformed IP, a too short or ambiguous container ID prefix)."""
+        index = self._indexes[name]
+        return [
+            Hit(self._served[uid].pod, detail if isinstance(detail, ContainerRef) else None)
+            for uid, detail in index.lookup(value)
+        ]
+
+    def by_name(self, namespace: str, name: str) -> list[Hit]:
+        return self.by_index(BY_NAME, (namespace, name))
+
+    def by_container_id(self, container_id: str) -> list[Hit]:
+        return self.by_index(BY_CONTAINER_ID, container_id)
+
+    def by_pod_ip(self, ip: str) -> list[Hit]:
+        return self.by_index(BY_POD_IP, ip)
+
+    def watch(self) -> tuple[Snapshot, Watcher]:
+        """A snapshot and a watcher that gets every event after it: no gap, no duplicate,
+        since nothing can change the cache between the two lines (one event loop)."""
+        watcher = self.hub.subscribe()
+        return self.snapshot(), watcher
+
+    def watch_from(self, revision: int) -> tuple[Snapshot | None, list[PodEvent], Watcher]:
+        """Resume after `revision`: the events since then and a watcher for what follows, or,
+        when the ring no longer holds them all, a full snapshot (and no events) instead."""
+        watcher = self.hub.subscribe()
+        replay = self.events_since(revision)
+        if replay is None:
+            return self.snapshot(), [], watcher
+        return None, replay, watcher
+
+    def events_since(self, revision: int) -> list[PodEvent] | None:
+        """The events after `revision`, or None when the ring no longer holds them all."""
+        if revision < self._first_revision or revision > self.revision:
+            return None
+        oldest = self._ring[0][0].revision if self._ring else self.revision + 1
+        if revision < oldest - 1:
+            return None
+        return [e for e, _ in self._ring if e.revision > revision]
+
+    # -- writing: contributions in, the policy merges, _settle serves ------------------------
+
+    def _replace(self, sink: SourceSink, pods: list[PodVersion]) -> None:
+        wanted = {pod.uid: pod for pod in pods}
+        gone = sorted(sink.served_as.keys() - wanted.keys())
+        self._publish(self._change(sink, list(wanted.values()), gone))
+
+    def _change(self, sink: SourceSink, pods: list[PodVersion], gone: list[str]) -> list[PodEvent]:
+        """Take a source's new or changed `pods` and withdraw its pods `gone`; place every
+        contribution whose served UID the policy now decides otherwise, and serve the result."""
+        touched: dict[str, None] = {}  # served UIDs to settle, in the order touched
+        groups: dict[tuple[str, str], None] = {}  # static pods whose identities to decide again
+        for uid in gone:
+            was = sink.served_as.pop(uid)
+            self._unlink(self._claims[was].pop((sink.name, uid)), groups)
+            touched[was] = None
+        for pod in pods:
+            key = (sink.name, pod.uid)
+            served_as = sink.served_as.get(pod.uid)
+            old = self._claims[served_as][key] if served_as is not None else None
+            if old is not None and old.pod.framed == pod.framed:
+                continue
+            order = old.order if old is not None else next(self._claim_order)
+            new = Contribution(sink.name, pod, order, sink.configures_static_pods)
+            if old is not None:
+                self._unlink(old, groups)
+            group = self.policy.static_pod(new)
+            if group is not None:
+                self._static.setdefault(group, {})[key] = new
+                groups[group] = None
+            self._place(new, self.policy.identity(pod), touched, changed=True)
+        for group in groups:
+            members = list(self._static.get(group, {}).values())
+            for member, uid in zip(members, self.policy.identities(members), strict=True):
+                self._place(member, uid, touched, changed=False)
+        # A UID left with nothing goes first: when a pod moves to another UID (a static pod to
+        # the kubelet's uid, an edited static pod to its new uid), the old goes before the new
+        # comes, as the kubelet kills before it starts.
+        events: list[PodEvent] = []
+        for uid in sorted(touched, key=lambda uid: bool(self._claims.get(uid))):
+            events += self._settle(uid)
+        return events
+
+    def _unlink(self, contribution: Contribution, groups: dict[tuple[str, str], None]) -> None:
+        group = self.policy.static_pod(contribution)
+        if group is not None:
+            members = self._static[group]
+            members.pop((contribution.source, contribution.pod.uid), None)
+            if not members:
+                del self._static[group]
+            groups[group] = None
+
+    def _place(
+        self, contribution: Contribution, uid: str, touched: dict[str, None], *, changed: bool
+    ) -> None:
+        """Serve `contribution` under `uid` (where it may be already)."""
+        sink = self._sinks[contribution.source]
+        key = (contribution.source, contribution.pod.uid)
+        served_as = sink.served_as.get(contribution.pod.uid)
+        if served_as == uid and not changed:
+            return
+        if served_as is not None and served_as != uid:
+            self._claims[served_as].pop(key, None)
+            touched[served_as] = None
+        self._claims.setdefault(uid, {})[key] = contribution
+        sink.served_as[contribution.pod.uid] = uid
+        touched[uid] = None
+
+    def _overlay(self, sink: OverlaySink, uid: str, status: dict[str, Any]) -> list[PodEvent]:
+        old = sink.statuses.get(uid)
+        if old is not None and old.status == status:
+            return []
+        sink.statuses[uid] = Overlay(sink.name, status)
+        return self._settle(uid)
+
+    def _settle(self, uid: str) -> list[PodEvent]:
+        """Merge what every source says about `uid` and serve the result: the one place a
+        served pod changes, so events and indexes follow from here."""
+        claims = self._claims.get(uid)
+        if claims is not None and not claims:
+            del self._claims[uid]
+            claims = None
+        overlays = [sink.statuses[uid] for sink in self._overlays.values() if uid in sink.statuses]
+        served = self.policy.merge(uid, list(claims.values()), overlays) if claims else None
+        self._say_refused(uid, served)
+        old = self._served.get(uid)
+        if served is None:
+            if old is None:
+                return []
+            del self._served[uid]
+            self._reindex(uid, old.pod, None)
+            return [self._event(EventType.DELETED, old.pod, None)]
+        if old is not None and old.pod.framed == served.pod.framed:
+            # Same bytes: keep the old object, and the encodings memoised on it.
+            self._served[uid] = Served(old.pod, served.owner, served.refused)
+            return []
+        self._served[uid] = served
+        self._reindex(uid, old.pod if old else None, served.pod)
+        if old is None:
+            return [self._event(EventType.ADDED, served.pod, None)]
+        if old.owner is not None and served.owner is not None and old.owner != served.owner:
+            pod = served.pod
+            log.info(
+                "pod %s/%s (uid %s) now served from source %s", pod.namespace, pod.name, uid, served.owner
+            )
+            return [
+                self._event(EventType.DELETED, old.pod, None),
+                self._event(EventType.ADDED, served.pod, None),
+            ]
+        return [self._event(EventType.MODIFIED, served.pod, old.pod)]
+
+    def _say_refused(self, uid: str, served: Served | None) -> None:
+        """Say once per lasting conflict that a source's pod was refused its UID."""
+        now = {(uid, c.source, c.pod.uid) for c in served.refused} if served else set()
+        for contribution in served.refused if served else ():
+            said = (uid, contribution.source, contribution.pod.uid)
+            if said not in self._said_refused:
+                log.warning(
+                    "pod %s/%s (uid %s) from source %s refused: source %s already serves that uid",
+                    contribution.pod.namespace,
+                    contribution.pod.name,
+                    uid,
+                    contribution.source,
+                    served.owner if served else None,
+                )
+        self._said_refused = {s for s in self._said_refused if s[0] != uid} | now
+
+    def _reindex(self, uid: str, old: PodVersion | None, new: PodVersion | None) -> None:
+        for index in self._indexes.values():
+            index.update(uid, old, new)
+
+    def _event(self, kind: EventType, pod: PodVersion, previous: PodVersion | None) -> PodEvent:
+        self.revision += 1
+        self._snapshot = None
+        if kind is not EventType.DELETED:
+            pod.revision = self.revision  # a deleted version keeps the revision it was served at
+        return PodEvent(kind, pod, self.revision, previous, time.monotonic())
+
+    def _publish(self, events: list[PodEvent]) -> None:
+        if events:
+            # The bytes each event keeps alive, once: the ring and every watcher's queue count them.
+            held = [(event, event.held()) for event in events]
+            self._remember(held)
+            self.hub.publish(held)
+
+    def _remember(self, held: list[tuple[PodEvent, int]]) -> None:
+        ring = self._ring
+        for event, size in held:
+            ring.append((event, size))
+            self._ring_held += size
+        while ring and (len(ring) > self.ring_size or self._ring_held > self.ring_bytes):
+            self._ring_held -= ring.popleft()[1]

@@ -1,0 +1,352 @@
+"""Identity and precedence: which pod the cache serves under a UID, built from what sources say.
+
+The cache keeps every source's *contribution* (a whole pod from a source that owns pods, a
+`status` from an overlay) and asks the policy to merge the contributions for one UID into the
+one PodVersion it serves. It asks again only when a contribution for that UID changed, so a pod
+is re-encoded only then, and a pod with a single contribution is served as its source made it.
+
+Kinds of contribution (`IdentityPolicy.kind`):
+  - configured: a static pod as its manifest makes it, from a source registered as a static pod
+    config source (--manifests, --manifest-url: the kubelet's "file" and "http" sources);
+  - mirror: the API server's copy of a static pod, annotated `kubernetes.io/config.mirror:
+    <the kubelet's uid of the static pod>` (the kubelet copies the static pod's annotations,
+    config.hash included, and adds that one);
+  - reported: the kubelet's own view of a static pod (its `/pods`, its Pods API socket): a pod
+    from any other source with `kubernetes.io/config.source: file` or `http`, under the
+    kubelet's uid (which is also its config.hash);
+  - plain: every other pod.
+Mirrors and reported pods are *reports* of a static pod; configured pods are the static pods.
+
+Identity (`IdentityPolicy.identities`, per (namespace, name) of the static pods involved):
+  - A plain pod is served under its own `metadata.uid`; so is a reported pod alone.
+  - A mirror is served under the uid its annotation names, never twice.
+  - A configured pod and the reports of *the same static pod* are one pod. They are the same
+    when their uids agree (the report's kubelet uid is the configured pod's uid: a manifest
+    that sets `metadata.uid`, which the kubelet keeps), or, failing that, when their namespace
+    and name agree (a manifest without a uid: the kubelet hashes Go's in-memory pod into one,
+    which no other program can reproduce, so our generated uid never matches it).
+  - Which uid is served for such a pair: **the kubelet's**. It is the one every other
+    component of the node uses (the kubelet's Pods API and `/pods`, the CRI label
+    `io.kubernetes.pod.uid`, the mirror's annotation), so a bridge, a CRI status overlay and
+    a lookup by uid all agree on it. Our configured pod's uid is only the fallback for while
+    nothing reports the static pod. The uid served is the uid of a report that agrees with
+    the configured pod, else the kubelet's view's, else the earliest mirror's.
+    A change of served uid is a different pod to clients: DELETED of the old uid, then ADDED of
+    the new. So a new manifest is ADDED under our uid, and when its mirror (or the kubelet's
+    view) arrives it is DELETED and ADDED again under the kubelet's; a mirror deleted from the
+    API server (while the manifest stays) moves it back the same way. An API server that is
+    unreachable changes nothing: its source keeps its last pods. Before the cache is ready
+    (every source synced) no client sees anything, so at start the uid is settled already.
+
+Who owns a UID (the pod's spec and metadata):
+  1. the first source to claim it among sources that own pods ("first claim wins"): configured
+     and plain pods, and reported pods when no configured pod is there; the others are
+     refused, kept, and the earliest of them is served when the holder lets go. A configured
+     pod served under the kubelet's uid has it in `metadata.uid` and in `config.hash` (which
+     the kubelet sets to the uid);
+  2. with no such source, the report, served under that uid (`metadata.uid` rewritten;
+     everything else as its source has it).
+A change of owning source is a different pod under the same UID: the cache sends DELETED then
+ADDED. A report served alone has no owning source, so a configured pod appearing for it, or
+going away from under it, is a MODIFIED.
+
+Status precedence. A served pod's `status` is merged, field by field, from up to three layers:
+  - overlay: a status-only contribution keyed by UID (the CRI source: the container runtime's
+    local view); overlays never make a pod exist;
+  - mirror: the report of a static pod that a configured pod owns (a mirror: the kubelet's
+    status through the control plane; the kubelet's own view, preferred when both are there);
+  - owner: the owning source's own status (a static pod file says only `phase: Pending`).
+For each field the first layer in its row that has a value (not absent, empty or null) wins:
+
+  | status field(s)                                        | precedence                  |
+  | ------------------------------------------------------ | --------------------------- |
+  | containerStatuses, initContainerStatuses,              | overlay > mirror > owner    |
+  |   ephemeralContainerStatuses (each list as a whole)    |   (see readiness below)     |
+  | podIP + podIPs (together), hostIP + hostIPs (together) | overlay > mirror > owner    |
+  | phase, startTime                                       | overlay > mirror > owner    |
+  |   ...but a terminal phase (Succeeded, Failed) of mirror or owner stays, with its        |
+  |   reason and message: the kubelet never moves a pod out of a terminal phase            |
+  | conditions, merged per `type`: Ready, ContainersReady  | mirror > owner > overlay    |
+  | conditions of every other type                         | overlay > mirror > owner    |
+  | everything else (reason, message, qosClass,            | mirror > owner > overlay    |
+  |   nominatedNodeName, resize, resourceClaimStatuses...) |                             |
+
+Readiness depends on probes only the kubelet runs: a container status taken from the overlay
+keeps `ready` and `started` from the mirror's or owner's status for the same container (same
+name and same `containerID`, so a restarted container does not inherit its predecessor's).
+Several overlays for one UID: the one registered first is used, the others wait for it to clear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from pods_api.core.store.pod import PodVersion
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CONFIG_HASH = "kubernetes.io/config.hash"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+# The kubelet's config sources other than "api": a pod from one of them is a static pod.
+STATIC_CONFIG_SOURCES = frozenset({"file", "http"})
+
+
+class Kind(Enum):
+    CONFIGURED = "configured"
+    MIRROR = "mirror"
+    REPORTED = "reported"
+    PLAIN = "plain"
+
+
+_REPORTS = (Kind.MIRROR, Kind.REPORTED)
+
+
+class Layer(Enum):
+    OVERLAY = "overlay"
+    MIRROR = "mirror"
+    OWNER = "owner"
+
+
+_LOCAL_FIRST = (Layer.OVERLAY, Layer.MIRROR, Layer.OWNER)
+_REPORTED_FIRST = (Layer.MIRROR, Layer.OWNER, Layer.OVERLAY)
+
+# The precedence table above, as data: field groups taken whole from one layer.
+STATUS_PRECEDENCE: tuple[tuple[tuple[str, ...], tuple[Layer, ...]], ...] = (
+    (("containerStatuses",), _LOCAL_FIRST),
+    (("initContainerStatuses",), _LOCAL_FIRST),
+    (("ephemeralContainerStatuses",), _LOCAL_FIRST),
+    (("podIP", "podIPs"), _LOCAL_FIRST),
+    (("hostIP", "hostIPs"), _LOCAL_FIRST),
+    (("phase",), _LOCAL_FIRST),
+    (("startTime",), _LOCAL_FIRST),
+)
+DEFAULT_PRECEDENCE = _REPORTED_FIRST
+# Conditions that depend on probe results, which only the kubelet has.
+PROBED_CONDITIONS = frozenset({"Ready", "ContainersReady"})
+CONTAINER_STATUS_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One source's pod for a served UID. `order` counts claims: lower claimed first.
+    `configured`: the source is a static pod config source (its pods are static pods as their
+    manifests make them)."""
+
+    source: str
+    pod: PodVersion
+    order: int
+    configured: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Overlay:
+    """One overlay's status (canonical Kubernetes JSON of a PodStatus) for a served UID."""
+
+    name: str
+    status: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the cache serves for a UID: the pod, the source that owns it (None for a report
+    served alone), and the owner-role contributions that lost the claim (to say so once)."""
+
+    pod: PodVersion
+    owner: str | None
+    refused: tuple[Contribution, ...] = ()
+
+
+class IdentityPolicy:
+    """Decides under which UID a source's pod is served, and merges the contributions for one
+    UID into the served pod (see the module docstring for the rules and the table).
+
+    `mirror_pods=False` is the plain rule "first source to claim a UID wins", nothing merged.
+    """
+
+    def __init__(self, *, name: str = "mirrors+overlays", mirror_pods: bool = True) -> None:
+        self.name = name
+        self.mirror_pods = mirror_pods
+
+    def kind(self, contribution: Contribution) -> Kind:
+        if not self.mirror_pods:
+            return Kind.PLAIN
+        if self.mirror_of(contribution.pod) is not None:
+            return Kind.MIRROR
+        if contribution.configured:
+            return Kind.CONFIGURED
+        if _annotations(contribution.pod).get(CONFIG_SOURCE) in STATIC_CONFIG_SOURCES:
+            return Kind.REPORTED
+        return Kind.PLAIN
+
+    def static_pod(self, contribution: Contribution) -> tuple[str, str] | None:
+        """The (namespace, name) that matches a static pod with its reports; None for a plain
+        pod, whose uid alone is its identity."""
+        if self.kind(contribution) is Kind.PLAIN:
+            return None
+        return contribution.pod.namespace, contribution.pod.name
+
+    def identity(self, pod: PodVersion) -> str:
+        """The UID a pod is served under when nothing else is known: a mirror's static pod's
+        uid (the kubelet's), else its own."""
+        static_uid = self.mirror_of(pod)
+        return static_uid if static_uid is not None else pod.uid
+
+    def mirror_of(self, pod: PodVersion) -> str | None:
+        """The static pod's UID if this pod is a mirror pod (and mirrors are recognised)."""
+        if not self.mirror_pods:
+            return None
+        static_uid = _annotations(pod).get(MIRROR_ANNOTATION)
+        if isinstance(static_uid, str) and static_uid and static_uid != pod.uid:
+            return static_uid
+        return None
+
+    def identities(self, group: Sequence[Contribution]) -> list[str]:
+        """The UID each contribution of one static pod's (namespace, name) is served under, in
+        the group's order (see "Identity" in the module docstring)."""
+        uids = [self.identity(c.pod) for c in group]
+        configured = sorted(
+            (i for i, c in enumerate(group) if self.kind(c) is Kind.CONFIGURED), key=lambda i: group[i].order
+        )
+        if not configured:
+            return uids
+        claimed = {group[i].pod.uid for i in configured}
+        # Reports that agree with no configured pod's uid: of the earliest configured pod.
+        loose = sorted(
+            (i for i, c in enumerate(group) if self.kind(c) in _REPORTS and uids[i] not in claimed),
+            key=lambda i: (self.kind(group[i]) is not Kind.REPORTED, group[i].order),
+        )
+        anchor = configured[0]
+        if not loose:
+            return uids
+        own = group[anchor].pod.uid
+        agreed = any(uids[i] == own for i, c in enumerate(group) if self.kind(c) in _REPORTS)
+        uid = own if agreed else uids[loose[0]]
+        for i in (anchor, *loose):
+            uids[i] = uid
+        return uids
+
+    def merge(
+        self, uid: str, contributions: Sequence[Contribution], overlays: Sequence[Overlay]
+    ) -> Served | None:
+        """The pod served under `uid`, or None when no source owns or reports it."""
+        kinds = [self.kind(c) for c in contributions]
+        configured = Kind.CONFIGURED in kinds
+        # With a configured pod, the kubelet's view is a report of it; without, a pod it owns.
+        reporting = _REPORTS if configured else (Kind.MIRROR,)
+        owners = sorted(
+            (c for c, k in zip(contributions, kinds, strict=True) if k not in reporting),
+            key=lambda c: c.order,
+        )
+        reports = sorted(
+            (c for c, k in zip(contributions, kinds, strict=True) if k in reporting),
+            key=lambda c: (self.identity(c.pod) != uid, self.kind(c) is not Kind.REPORTED, c.order),
+        )
+        if owners:
+            base, owner = owners[0], owners[0].source
+        elif reports:
+            base, owner = reports[0], None
+        else:
+            return None
+        report = reports[0] if owners and reports else None
+        refused = tuple(owners[1:])
+        if report is None and not overlays and owner is not None and base.pod.uid == uid:
+            return Served(base.pod, owner, refused)  # as the source made it: no re-encoding
+        layers: dict[Layer, Mapping[str, Any]] = {Layer.OWNER: base.pod.json.get("status") or {}}
+        if report is not None:
+            layers[Layer.MIRROR] = report.pod.json.get("status") or {}
+        if overlays:
+            layers[Layer.OVERLAY] = overlays[0].status
+        pod_json = dict(base.pod.json)
+        if base.pod.uid != uid:
+            meta = pod_json["metadata"] = {**pod_json["metadata"], "uid": uid}
+            if owner is not None and CONFIG_HASH in (meta.get("annotations") or {}):
+                meta["annotations"] = {**meta["annotations"], CONFIG_HASH: uid}  # the hash is the uid
+        pod_json["status"] = merge_status(layers)
+        return Served(PodVersion.from_json(pod_json), owner, refused)
+
+
+def _annotations(pod: PodVersion) -> Mapping[str, Any]:
+    annotations: Mapping[str, Any] = pod.json.get("metadata", {}).get("annotations") or {}
+    return annotations
+
+
+def _has(value: Any) -> bool:
+    return value is not None and value != "" and value != [] and value != {}
+
+
+def _first(
+    layers: Mapping[Layer, Mapping[str, Any]], order: Sequence[Layer], keys: Sequence[str]
+) -> Layer | None:
+    for layer in order:
+        status = layers.get(layer)
+        if status is not None and any(_has(status.get(k)) for k in keys):
+            return layer
+    return None
+
+
+def merge_status(layers: Mapping[Layer, Mapping[str, Any]]) -> dict[str, Any]:
+    """Merge PodStatus JSON from the layers present, by the precedence table."""
+    grouped = {k for keys, _ in STATUS_PRECEDENCE for k in keys}
+    out: dict[str, Any] = {}
+    for keys, order in STATUS_PRECEDENCE:
+        layer = _first(layers, order, keys)
+        if layer is not None:
+            out.update({k: layers[layer][k] for k in keys if _has(layers[layer].get(k))})
+    every = {k for status in layers.values() for k in status}
+    for key in sorted(every - grouped - {"conditions"}):
+        layer = _first(layers, DEFAULT_PRECEDENCE, (key,))
+        if layer is not None:
+            out[key] = layers[layer][key]
+    _keep_terminal_phase(layers, out)
+    conditions = _merge_conditions(layers)
+    if conditions:
+        out["conditions"] = conditions
+    for key in CONTAINER_STATUS_LISTS:
+        if key in out and layers.get(Layer.OVERLAY, {}).get(key) is out[key]:
+            out[key] = _keep_readiness(out[key], layers, key)
+    return out
+
+
+def _keep_terminal_phase(layers: Mapping[Layer, Mapping[str, Any]], out: dict[str, Any]) -> None:
+    for layer in (Layer.MIRROR, Layer.OWNER):
+        status = layers.get(layer)
+        if status is not None and status.get("phase") in TERMINAL_PHASES:
+            out["phase"] = status["phase"]
+            for key in ("reason", "message"):
+                if _has(status.get(key)):
+                    out[key] = status[key]
+            return
+
+
+def _merge_conditions(layers: Mapping[Layer, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    by_layer = {
+        layer: {c.get("type"): c for c in status.get("conditions") or []} for layer, status in layers.items()
+    }
+    types: list[Any] = []
+    for layer in _LOCAL_FIRST:
+        for kind in by_layer.get(layer, {}):
+            if kind not in types:
+                types.append(kind)
+    merged = []
+    for kind in types:
+        order = _REPORTED_FIRST if kind in PROBED_CONDITIONS else _LOCAL_FIRST
+        merged.append(next(by_layer[layer][kind] for layer in order if kind in by_layer.get(layer, {})))
+    return merged
+
+
+def _keep_readiness(
+    statuses: list[dict[str, Any]], layers: Mapping[Layer, Mapping[str, Any]], key: str
+) -> list[dict[str, Any]]:
+    reported: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for layer in (Layer.OWNER, Layer.MIRROR):  # the mirror's word last, so it wins
+        for status in layers.get(layer, {}).get(key) or []:
+            reported[(status.get("name"), status.get("containerID"))] = status
+    out = []
+    for status in statuses:
+        known = reported.get((status.get("name"), status.get("containerID")))
+        if known is not None and status.get("containerID"):
+            status = {**status, **{k: known[k] for k in ("ready", "started") if k in known}}
+        out.append(status)
+    return out

@@ -1,0 +1,147 @@
+"""One version of one pod, encoded once: every List, Get and watcher reuses these bytes.
+
+A version keeps only what is served and what is needed to diff: its protobuf bytes, already
+framed as field 1 of a message (`0x0a <varint length> <pb>`: a GetPodResponse as it is, and a
+ListPodsResponse is the concatenation of its pods' framed bytes), and its compact Kubernetes
+JSON. The protobuf message and the JSON dict tree (together ~4x the bytes) are made again from
+those bytes when something needs them (a new mask, a selector, the identity policy, an index),
+which is once per version and reader, never per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from google.protobuf.message import DecodeError
+
+from pods_api.core.api.codec import CodecError, pod_from_message, pod_to_message
+from pods_api.core.query.fieldmask import FieldMask
+from pods_api.core.store.lru import LRU
+from pods_api.core.api.pb import k8s_core_v1_pb2
+from pods_api.core.query.view import View
+# The largest pod the sources accept, encoded (protobuf): the API server's own limit on an
+# object (etcd's default request size, 1.5 MiB). Every Get and watch event then fits in a
+# default gRPC client's 4 MiB receive limit; a List of many pods may not (README: Limits).
+MAX_POD_BYTES = 1536 * 1024
+# Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
+# client cycling through masks from holding memory per pod.
+MASKED_PER_POD = 8
+
+# The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
+_FIELD_1 = b"\x0a"
+
+
+def frame(pb: bytes) -> bytes:
+    """`pb` as field 1 of a message: its tag, its length as a varint, then the bytes."""
+    size = len(pb)
+    head = bytearray(_FIELD_1)
+    while size > 0x7F:
+        head.append((size & 0x7F) | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + pb
+
+
+@dataclass(eq=False, slots=True)
+class Masked:
+    """A pod's encoding as one mask shows it (or unmasked): framed protobuf and compact JSON."""
+
+    framed: bytes  # `0x0a <varint len> <pb>`
+    json_bytes: bytes
+
+    @classmethod
+    def of(cls, pb: bytes, json_bytes: bytes) -> Masked:
+        return cls(frame(pb), json_bytes)
+
+    @property
+    def pb(self) -> bytes:
+        """The protobuf bytes alone (a copy; the framed form is what is kept)."""
+        framed = self.framed
+        start = 2
+        while framed[start - 1] & 0x80:
+            start += 1
+        return framed[start:]
+
+    @property
+    def get_response(self) -> bytes:
+        """A GetPodResponse carrying this pod, as protobuf serializes it (empty bytes omitted)."""
+        return self.framed if len(self.framed) > 2 else b""
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The Kubernetes JSON as a new dict tree, decoded from `json_bytes` on each call: the
+        caller may keep or change it."""
+        value: dict[str, Any] = orjson.loads(self.json_bytes)
+        return value
+
+
+@dataclass(eq=False, slots=True)
+class PodVersion(Masked):
+    """A pod as stored: its framed protobuf bytes and Kubernetes JSON, made once.
+
+    Treat every attribute as read-only: the same object is shared by every reader.
+    """
+
+    uid: str = ""
+    name: str = ""
+    namespace: str = ""
+    # The cache revision at which this version began to be served (set by the cache when it
+    # publishes it as ADDED or MODIFIED; 0 until then): the Kubernetes view's
+    # metadata.resourceVersion of the pod.
+    revision: int = 0
+    _masked: LRU[str, Masked] | None = field(default=None, repr=False)
+
+    @property
+    def message(self) -> k8s_core_v1_pb2.Pod:
+        """The protobuf message, parsed again from the bytes (a few µs) on each call."""
+        return k8s_core_v1_pb2.Pod.FromString(self.pb)
+
+    @classmethod
+    def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:
+        meta = message.metadata
+        return cls(
+            frame(message.SerializeToString(deterministic=True)),
+            orjson.dumps(pod_from_message(message)),
+            meta.uid,
+            meta.name,
+            meta.namespace,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, message: k8s_core_v1_pb2.Pod | None = None) -> PodVersion:
+        """From a v1.Pod's wire bytes (what the kubelet sends), kept exactly: an unmasked reader
+        gets these very bytes, never our re-encoding. The message (parsed here unless given,
+        and then it must be `data` parsed) is only for indexing, masks and JSON. Raises
+        CodecError."""
+        if message is None:
+            try:
+                message = k8s_core_v1_pb2.Pod.FromString(data)
+            except DecodeError as exc:
+                raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
+        meta = message.metadata
+        return cls(frame(data), orjson.dumps(pod_from_message(message)), meta.uid, meta.name, meta.namespace)
+
+    @classmethod
+    def from_json(cls, obj: Any, warnings: list[str] | None = None) -> PodVersion:
+        """From a person's JSON/YAML; raises CodecError. The JSON stored is the canonical form."""
+        decoded = pod_to_message(obj)
+        if warnings is not None:
+            warnings.extend(decoded.warnings)
+        return cls.from_message(decoded.message)
+
+    def masked(self, view: View) -> Masked:
+        """This version as the view shows it, computed once per (mask, version): only the mask
+        shapes a pod, so views that differ in their selector share the encodings."""
+        mask = view.mask
+        if mask is None:
+            return self
+        if self._masked is None:
+            self._masked = LRU(MASKED_PER_POD)
+        return self._masked.get(mask.key, lambda: self._mask(mask))
+
+    def _mask(self, mask: FieldMask) -> Masked:
+        masked_json = mask.apply_json(self.json)
+        pb = mask.apply_message(self.message).SerializeToString(deterministic=True)
+        return Masked.of(pb, orjson.dumps(masked_json))

@@ -1,0 +1,40 @@
+"""Probes: `/healthz` (the process answers) and `/readyz` (every pod source has synced)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from starlette.responses import PlainTextResponse, Response
+
+from pods_api.core.policy.calls import NOT_SYNCED_RETRY_AFTER
+from pods_api.core.assembly import Core
+from pods_api.gateway import openapi
+from pods_api.gateway.errors import Code, error_response
+from pods_api.gateway.params import known_parameters
+def router(core: Core) -> APIRouter:
+    probes = APIRouter(tags=["probes"], dependencies=[Depends(known_parameters)])
+
+    @probes.get(
+        "/healthz",
+        operation_id="Healthz",
+        summary="The process is alive",
+        response_class=PlainTextResponse,
+        responses=openapi.probe_responses(ready=False),
+    )
+    async def healthz() -> Response:
+        return PlainTextResponse("ok\n")
+
+    @probes.get(
+        "/readyz",
+        operation_id="Readyz",
+        summary="Every pod source has synced: List, Get and Watch answer",
+        response_class=PlainTextResponse,
+        responses=openapi.probe_responses(ready=True),
+    )
+    async def readyz() -> Response:
+        if core.cache.ready:
+            return PlainTextResponse("ok\n")
+        waiting = [gate.name for gate in core.cache.gates if not gate.open]
+        message = "not ready: waiting for " + (", ".join(waiting) if waiting else "a pod source")
+        return error_response(Code.UNAVAILABLE, message, retry_after=NOT_SYNCED_RETRY_AFTER)
+
+    return probes

@@ -1,0 +1,156 @@
+"""The Kubernetes watch (`?watch=1`): newline-delimited `{"type":...,"object":...}` as the API
+server streams it, as one more Encoding of the one watch stream (core/store/stream.py), with what the
+API server adds around the events: periodic BOOKMARKs (`allowWatchBookmarks`), the end of a
+watch-list's initial events (`sendInitialEvents=true`), and `timeoutSeconds`.
+
+Which events a view shows (selectors included: a pod leaving the selection is DELETED, one
+entering it ADDED), the snapshot or resume, and the frame cache are core/store/stream.py's. Each
+event's object carries the revision of that event as `metadata.resourceVersion`; a snapshot's
+ADDED carry each pod's own revision. So a client that resumes from the last resourceVersion it
+saw gets exactly the events after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+
+from starlette.responses import StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.api.printer import IncludeObject
+from pods_api.core.api.status import Code
+from pods_api.core.store.stream import Encoding, Watch
+from pods_api.core.query.view import View
+from pods_api.core.store.watch import EventType, WatchEnded
+from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, pod_bytes, table
+from pods_api.gateway.admission import end_stream
+log = logging.getLogger(__name__)
+
+# A watch without timeoutSeconds ends after a random time in [1800, 3600) s, as the API server's
+# --min-request-timeout (1800) spreads its watches, so a fleet of clients does not re-list at once.
+MIN_REQUEST_TIMEOUT = 1800.0
+# A client whose socket has not taken a write for this long is gone or stuck (as for SSE).
+SEND_TIMEOUT = 30.0
+
+
+def _event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
+    # A snapshot's ADDED has no event revision: the pod's own is its resourceVersion.
+    stamped = pod_bytes(pod, pod.revision if revision is None else revision)
+    return b'{"type":"%s","object":%s}\n' % (kind.name.encode(), stamped)
+
+
+# The start is one write. Without sendInitialEvents nothing marks its end (as the API server).
+JSON = Encoding("kube-json", _event, lambda revision, resumed: b"", join_start=True)
+# With sendInitialEvents=true: the initial events end with an annotated BOOKMARK.
+INITIAL_EVENTS = Encoding(
+    "kube-json-initial",
+    _event,
+    lambda revision, resumed: bookmark(revision, initial_events_end=True),
+    join_start=True,
+)
+
+
+def table_encoding(include: IncludeObject) -> Encoding:
+    """Each event's object is a one-row Table (kubectl get -w). The rows hold ages, so the
+    encoding is named by the second it was made in: frames and snapshot starts are shared
+    within that second, never served with stale ages later. Headers are added to a watch's
+    first event only (`with_headers`), as the API server does."""
+
+    def event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
+        stamp = pod.revision if revision is None else revision
+        body = table([(pod, stamp)], stamp, include, no_headers=True)
+        return b'{"type":"%s","object":%s}\n' % (kind.name.encode(), body)
+
+    return Encoding(f"kube-table:{include}:{int(time.time())}", event, lambda revision, resumed: b"")
+
+
+def with_headers(frame: bytes) -> bytes:
+    """The first Table event of a watch, with the column definitions (the first `null` of the
+    frame is the Table's: a JSON string cannot hold that text unescaped, and it comes before
+    the rows)."""
+    return frame.replace(COLUMNS_NULL, COLUMNS, 1)
+
+
+def default_timeout() -> float:
+    return MIN_REQUEST_TIMEOUT * (1 + random.random())
+
+
+async def events(
+    watch: Watch,
+    encoding: Encoding,
+    scope: Scope,
+    *,
+    seconds: float,
+    bookmarks: float | None,
+    revision: Callable[[], int],
+    headers_first: bool = False,
+) -> AsyncIterator[bytes]:
+    """The watch's frames, ending cleanly after `seconds` or when the watch ends (a
+    watcher that fell behind, a server stopping: the client watches again from its last
+    resourceVersion, as it does after the API server closes a watch). With `bookmarks`, a
+    BOOKMARK with the current revision whenever that many seconds pass without a frame."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    frames = watch.frames(encoding).__aiter__()
+    pending: asyncio.Future[bytes] | None = None
+    first = headers_first
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(frames))
+            left = deadline - loop.time()
+            if left <= 0:
+                end_stream(scope, Code.OK)
+                return
+            await asyncio.wait({pending}, timeout=min(left, bookmarks) if bookmarks else left)
+            if pending.done():
+                frame, pending = pending.result(), None
+                if frame:
+                    if first:
+                        frame, first = with_headers(frame), False
+                    yield frame
+            elif bookmarks and watch.watcher.caught_up and loop.time() < deadline:
+                # Every event published so far has been taken (and shown, or not in the view):
+                # the client may resume from the current revision.
+                yield bookmark(revision())
+    except WatchEnded as exc:
+        end_stream(scope, exc.code)
+    except (GeneratorExit, asyncio.CancelledError):
+        end_stream(scope, Code.CANCELLED)
+        raise
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WatchEnded, StopAsyncIteration):
+                await pending
+        with contextlib.suppress(RuntimeError, WatchEnded):
+            await frames.aclose()  # type: ignore[attr-defined]
+        watch.close()
+
+
+class WatchResponse(StreamingResponse):
+    """A chunked `application/json` stream that always lets go of its watcher, however the
+    response ends (even when the client leaves before the first byte), and ends when a write
+    has not been taken for SEND_TIMEOUT (a client gone or stuck; its watcher is cut off by
+    then: it fell behind)."""
+
+    def __init__(self, content: AsyncIterator[bytes], watch: Watch) -> None:
+        super().__init__(content, media_type="application/json")
+        self._watch = watch
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def timed(message: Message) -> None:
+            await asyncio.wait_for(send(message), SEND_TIMEOUT)
+
+        try:
+            await super().__call__(scope, receive, timed)
+        except TimeoutError:
+            log.warning("closing a Kubernetes watch whose client took nothing for %.0f s", SEND_TIMEOUT)
+        finally:
+            self._watch.close()

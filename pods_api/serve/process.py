@@ -1,0 +1,203 @@
+"""Process wiring: one asyncio loop runs the sources, the gRPC server and the HTTP gateway, all
+on one shared core (cache, rate limiter, metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import uvicorn
+from prometheus_client import start_http_server
+
+from pods_api.core.assembly import Core, build_core
+from pods_api.core.config import Config
+from pods_api.core.grpc.server import create_server
+from pods_api.core.policy import connections as limits
+from pods_api.core.store.cache import OverlaySink, SourceSink
+from pods_api.gateway.app import create_app
+from pods_api.gateway.connection import GatewayConnection
+from pods_api.serve import heap, sockets
+from pods_api.sources import Source, SourceContext, StatusOverlay, configures_static_pods, registry
+from pods_api.sources.supervisor import supervise
+
+log = logging.getLogger(__name__)
+
+# SIGTERM to exit: kubelet and systemd give 30 s, but a node agent should be gone at once; 2 s
+# lets open watches hear UNAVAILABLE and in-flight Lists finish.
+SHUTDOWN_GRACE = 1.5
+
+
+class StartupError(Exception):
+    """Something the user must fix before the server can start: one line, no traceback."""
+
+
+def build_sources(config: Config, core: Core) -> list[Source]:
+    def count(source: str, reason: str) -> None:
+        core.metrics.source_errors.labels(source).inc()
+
+    def connected(source: str, up: bool) -> None:
+        core.metrics.source_connected.labels(source).set(up)
+
+    return config.sources(SourceContext(config.node_name, on_error=count, on_connected=connected))
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the process's signals are ours: one shutdown path for every surface
+
+
+async def serve(config: Config) -> None:
+    """Run until SIGTERM or SIGINT. Raises StartupError for what a user must fix."""
+    loop = asyncio.get_running_loop()
+    limits.quiet_accept_errors(loop)
+    descriptors = limits.raise_descriptor_limit()
+    if config.max_connections is None:
+        config.max_connections = limits.default_max_connections(descriptors)
+    core = build_core(config)
+    # Decoding every pod at start-up leaves the heap full of holes: give them back once synced.
+    core.cache.on_readiness(lambda ready: heap.trim() if ready else None)
+    sources = build_sources(config, core)
+    if not sources:
+        raise StartupError("no pod source configured")
+    sources, overlays = registry.split_overlays(sources)
+    sinks = [
+        (source, core.cache.source(source.name, configures_static_pods=configures_static_pods(source)))
+        for source in sources
+    ]
+    overlay_runs = [(overlay, core.cache.overlay(overlay.name)) for overlay in overlays]
+    if config.ready_delay > 0:
+        hold = core.cache.hold("ready-delay")
+        loop.call_later(config.ready_delay, hold.set_open)
+
+    claims: list[sockets.Claim] = []
+    grpc_server: grpc.aio.Server | None = None
+    try:
+        grpc_server = await _start_grpc(core, claims)
+        http = await _start_gateway(core, claims)
+        metrics_http = _start_metrics(core)
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_run_source(s, sink, core), name=s.name) for s, sink in sinks]
+            tasks += [group.create_task(_run_overlay(o, sink, core), name=o.name) for o, sink in overlay_runs]
+            tasks.append(group.create_task(heap.keep_trimmed(), name="heap trim"))
+            log.info(
+                "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
+                config.socket,
+                config.http_socket_path,
+                f", also http://{config.http_listen}" if config.http_listen else "",
+            )
+            await stop.wait()
+            log.info("shutting down")
+            await _shutdown(core, grpc_server, http, tasks)
+        if metrics_http is not None:
+            metrics_http.shutdown()
+    except BaseException:
+        if grpc_server is not None:
+            await grpc_server.stop(None)  # not left to the garbage collector after the loop closes
+        raise
+    finally:
+        for claimed in claims:
+            claimed.release()  # removes only the socket files we bound
+
+
+async def _run_source(source: Source, sink: SourceSink, core: Core) -> None:
+    """A source under supervision: its failures restart it, and never end the server."""
+    await supervise(source, sink, on_restart=lambda name: core.metrics.source_restarts.labels(name).inc())
+
+
+async def _run_overlay(overlay: StatusOverlay, sink: OverlaySink, core: Core) -> None:
+    """A status overlay under the same supervision as a source."""
+    await supervise(overlay, sink, on_restart=lambda name: core.metrics.source_restarts.labels(name).inc())
+
+
+def _claim(path: Path, config: Config, claims: list[sockets.Claim]) -> sockets.Claim:
+    try:
+        claimed = sockets.claim(path, config.socket_group)
+    except sockets.SocketInUse as exc:
+        raise StartupError(str(exc)) from None
+    claims.append(claimed)
+    return claimed
+
+
+async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Server:
+    config = core.config
+    claimed = _claim(config.socket, config, claims)
+    server = create_server(core)
+    try:
+        with sockets.private_umask():
+            try:
+                bound = server.add_insecure_port(f"unix:{claimed.staging}")
+            except RuntimeError:  # grpc says why only on its own log
+                bound = 0
+            if not bound:
+                raise StartupError(f"cannot listen on {config.socket}")
+            await server.start()
+        sockets.secure(claimed.staging, config.socket_mode, config.socket_group)
+        claimed.publish()
+    except BaseException:
+        await server.stop(None)
+        raise
+    return server
+
+
+async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvicorn, asyncio.Task[None]]:
+    config = core.config
+    claimed = _claim(config.http_socket_path, config, claims)
+    listeners = [sockets.bind_unix(claimed, config.socket_mode, config.socket_group)]
+    try:
+        if config.http_listen:
+            host, port = sockets.parse_loopback(config.http_listen, "--http-listen")
+            listeners.append(sockets.bind_tcp(host, port))
+    except BaseException:
+        for listener in listeners:
+            listener.close()
+        raise
+    assert config.max_connections is not None  # serve() resolved it
+    server = _Uvicorn(
+        uvicorn.Config(
+            create_app(core),
+            http=GatewayConnection.configured(config.header_timeout, config.max_connections),
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=1,
+            timeout_keep_alive=int(max(1, config.idle_timeout)),
+            proxy_headers=False,  # node-local: there is no proxy whose X-Forwarded-* to trust
+        )
+    )
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=listeners))
+    return server, task
+
+
+def _start_metrics(core: Core) -> Any:
+    if not core.config.metrics_listen:
+        return None
+    host, port = sockets.parse_loopback(core.config.metrics_listen, "--metrics-listen")
+    server, _thread = start_http_server(port, host, registry=core.metrics.registry)
+    return server
+
+
+async def _shutdown(
+    core: Core,
+    grpc_server: grpc.aio.Server,
+    http: tuple[_Uvicorn, asyncio.Task[None]],
+    tasks: list[asyncio.Task[None]],
+) -> None:
+    """Stop accepting, end watches with UNAVAILABLE, stop sources: within SHUTDOWN_GRACE."""
+    core.cache.hub.stop()
+    http_server, http_task = http
+    http_server.should_exit = True
+    await asyncio.gather(
+        grpc_server.stop(SHUTDOWN_GRACE / 2), asyncio.wait([http_task], timeout=SHUTDOWN_GRACE / 2)
+    )
+    for task in tasks:
+        task.cancel()

@@ -1,0 +1,95 @@
+"""Pod sources. Each is small and owns its retries and backoff; all speak one protocol:
+
+    async def run(self, sink: SourceSink) -> None
+
+`run` hands the source's complete state to `sink.replace(pods)` (or deltas to `sink.upsert` /
+`sink.delete`), calls `sink.mark_synced()` once its first state is complete, and runs until
+cancelled. A source that fails keeps its last good state: it logs, counts, retries, and never
+hands over "no pods" for "could not read".
+
+The sink is called on the event loop's thread, and only there: the cache is not locked, so a
+call from another thread (a worker doing I/O, a thread-based client library's callback) would
+corrupt it quietly; the sink raises RuntimeError instead. Do the work in a thread if you must
+(`await asyncio.to_thread(...)`), and call the sink after the await.
+
+An exception that escapes `run` is a bug or an input nobody thought of: the server's supervisor
+(`supervisor.py`) logs it with the source's name, counts it, and runs the source again after a
+backoff. The sink, and so the source's pods and readiness, outlive the restart.
+
+Adding a source: a module `pods_api/sources/<name>.py` with the source class and two functions,
+
+    def add_flags(parser: argparse.ArgumentParser) -> None       # its own flags
+    def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]
+
+and a `SOURCE_FLAGS` tuple naming the flags that turn it on (for the "no pod source" message).
+`from_args` returns no sources when its flags are absent, and raises ValueError naming the flag
+and the value for anything wrong that can be seen before serving (the command line then exits 2
+with that one line). Then add the module to `SOURCE_MODULES` in `registry.py`: the command line,
+the server and the README's flag list take it from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pods_api.core.store.cache import OverlaySink, SourceSink
+
+# Told (source name, reason) for every input a source rejects; the server counts them.
+ErrorCounter = Callable[[str, str], None]
+
+
+class Source(Protocol):
+    """A pod source. `run(sink)` runs until cancelled and calls the sink on the event loop's
+    thread only (the sink raises RuntimeError otherwise); see the module docstring."""
+
+    name: str  # unique among the sources; names readiness, logs and metric labels, never a secret
+
+    async def run(self, sink: SourceSink) -> None: ...
+
+
+class StatusOverlay(Protocol):
+    """A status-only input: statuses for pods other sources own, written to the cache's
+    overlay sink (`cache.overlay(name)`); it never makes a pod exist."""
+
+    name: str
+
+    async def run(self, sink: OverlaySink) -> None: ...
+
+
+@runtime_checkable
+class CanOverlay(Protocol):
+    """A source that becomes a status overlay when other sources own the pods (the CRI
+    source: alone, every pod sandbox is a pod; beside others, it gives their pods' status)."""
+
+    def as_overlay(self) -> StatusOverlay: ...
+
+
+def configures_static_pods(source: Source) -> bool:
+    """Whether a source's pods are static pods as their manifests make them (the kubelet's
+    "file" and "http" config sources: --manifests, --manifest-url), said by the class attribute
+    `configures_static_pods = True`. The cache's identity policy matches such a pod with what
+    other sources report of the same static pod (its mirror, the kubelet's own view of it)."""
+    return getattr(source, "configures_static_pods", False) is True
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a source is built with besides its own flags."""
+
+    node_name: str  # this node's name, lowercased
+    on_error: ErrorCounter | None = None  # None while the flags are only being checked
+    # Told (source name, connected) by a source that holds a connection to a server.
+    on_connected: Callable[[str, bool], None] | None = None
+
+
+class SourceModule(Protocol):
+    """A module that holds one kind of source (see above)."""
+
+    SOURCE_FLAGS: tuple[str, ...]
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def from_args(self, args: argparse.Namespace, context: SourceContext) -> list[Source]: ...

@@ -1,0 +1,474 @@
+"""`--apiserver`: the pods bound to this node, from the API server, as the kubelet gets them.
+
+The kubelet's own query: list `/api/v1/pods?fieldSelector=spec.nodeName=<node>`, then watch from
+the list's resourceVersion with bookmarks, resuming from the last resourceVersion seen (objects
+and bookmarks alike). A `410 Gone` (an HTTP status or an ERROR event) means the history is gone:
+list again, and hand the cache the complete state (`sink.replace`), which turns it into only the
+real changes. Ready after the first list; afterwards an unreachable API server changes nothing
+clients see: the last good pods stay served while the source reconnects with jittered backoff.
+
+Configuration and authentication (kubeconfig contexts, exec plugins, token files, in-cluster
+ServiceAccount tokens, custom CAs) are kubernetes_asyncio's; pods travel as raw JSON from the
+wire to our codec, never through the library's model classes. No token is ever logged.
+
+Mirror pods (the API server's copy of a static pod, annotated `kubernetes.io/config.mirror`) are
+handed to the cache as they are: its identity policy (core/store/identity.py) serves a mirror as its
+static pod, merged with that pod when a local source has it, so no pod is served twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from pods_api import __version__
+from pods_api.core.api.codec import CodecError
+from pods_api.core.store.cache import SourceSink
+from pods_api.core.store.pod import PodVersion
+from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources.loader import Reporter
+
+if TYPE_CHECKING:
+    # Imported where used: kubernetes_asyncio loads every generated API model (~44 MiB resident),
+    # which only a server started with --apiserver should pay for.
+    import aiohttp
+    from kubernetes_asyncio import client as kube_client
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "apiserver"
+# Reconnect backoff: 1 s doubling to 30 s, each wait jittered so that a fleet of nodes that lost
+# the same API server does not come back in lockstep.
+FIRST_RETRY = 1.0
+MAX_RETRY = 30.0
+# The server ends each watch after timeoutSeconds, drawn from [5 min, 10 min] as client-go's
+# reflector does: a proxy with an idle timeout never cuts a watch silently, and reconnects of
+# many nodes spread out.
+WATCH_TIMEOUT = (300, 600)
+# A watch that stays silent this long past its own timeoutSeconds is a dead connection.
+WATCH_READ_MARGIN = 30.0
+# Connecting (TCP and TLS) and a whole list: a node's pods are at most a few megabytes.
+CONNECT_TIMEOUT = 10.0
+LIST_TIMEOUT = 60.0
+
+# Told whether the source currently has a working connection to the API server.
+ConnectedGauge = Callable[[bool], None]
+
+
+class APIServerError(Exception):
+    """A failed request; `str()` is one line naming the server and what went wrong."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Gone(APIServerError):
+    """410: the resourceVersion asked for is no longer in the server's history."""
+
+
+class Credentials:
+    """Where the API server is and how to authenticate, via kubernetes_asyncio.
+
+    `--kubeconfig FILE` (with `--kube-context`), else `$KUBECONFIG` as the library reads it, else
+    the in-cluster ServiceAccount. Loaded again for every connection, so a rotated token file, a
+    renewed exec credential or a replaced CA is used from the next connection on; an expired
+    exec credential is renewed by the loader, and after a 401 everything is read afresh.
+    """
+
+    def __init__(self, kubeconfig: Path | None, context: str | None) -> None:
+        self._kubeconfig = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG") or None
+        self._context = context
+        self._loader: Any = None  # kubernetes_asyncio's KubeConfigLoader, kept for its exec cache
+
+    def describe(self) -> str:
+        if self._kubeconfig is None:
+            return "in-cluster config"
+        return f"kubeconfig {self._kubeconfig}" + (f" (context {self._context})" if self._context else "")
+
+    def forget(self) -> None:
+        """After a 401: read the kubeconfig and run any exec plugin again next time."""
+        self._loader = None
+
+    async def configuration(self) -> kube_client.Configuration:
+        from kubernetes_asyncio import client as kube_client
+        from kubernetes_asyncio import config as kube_config
+
+        configuration: kube_client.Configuration = type.__call__(kube_client.Configuration)  # no global
+        try:
+            if self._kubeconfig is None:
+                kube_config.load_incluster_config(client_configuration=configuration)
+            else:
+                if self._loader is None:
+                    self._loader = await kube_config.load_kube_config(
+                        config_file=self._kubeconfig,
+                        context=self._context,
+                        client_configuration=configuration,
+                        persist_config=False,  # never write to the user's kubeconfig
+                    )
+                else:
+                    await self._loader.load_and_set(configuration)
+        except Exception as exc:  # the library raises ConfigException, OSError, KeyError, ...
+            self._loader = None
+            hint = " (not in a Pod? give --kubeconfig)" if self._kubeconfig is None else ""
+            raise APIServerError(f"{self.describe()}: cannot load: {_one_line(exc)}{hint}") from None
+        return configuration
+
+
+class APIServerSource:
+    """The pods the API server has bound to `node_name`."""
+
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        kubeconfig: Path | None = None,
+        context: str | None = None,
+        on_error: ErrorCounter | None = None,
+        on_connected: ConnectedGauge | None = None,
+        watch_timeout: tuple[int, int] = WATCH_TIMEOUT,
+    ) -> None:
+        self.name = SOURCE_NAME
+        self.node_name = node_name
+        self._credentials = Credentials(kubeconfig, context)
+        self._on_connected = on_connected or (lambda connected: None)
+        self._watch_timeout = watch_timeout
+        self._connection = Reporter(self.name, on_error)  # the connection's state: one problem
+        self._content = Reporter(self.name, on_error)  # pods that do not decode, and warnings
+        self._server = "API server"  # its URL once the configuration is loaded
+        self._rv: str | None = None  # the last resourceVersion seen; None: list first
+        self._list_rv = "0"  # the first list may come from the server's watch cache
+        self._pods: dict[str, PodVersion] = {}  # uid -> the last good version
+        self._bad: dict[str, str] = {}  # uid -> why its latest version was refused
+        self._warnings: dict[str, str] = {}  # unknown field path -> one pod that had it
+
+    async def run(self, sink: SourceSink) -> None:
+        failures = 0
+        gone = False  # the last attempt ended in 410
+        while True:
+            try:
+                async with self._api() as api:
+                    if self._rv is None:
+                        await self._list(api, sink)
+                    progressed = await self._watch(api, sink)
+                gone = False
+                if progressed:  # a watch that ended on its timeout: resume at once
+                    failures = 0
+                    continue
+                failures += 1  # a server that ends every watch at once must not spin us
+            except Gone as exc:
+                log.info("pod source %s: %s; listing again", self.name, exc)
+                # A list at least as new as what we saw; if the list itself was too old, a
+                # fresh (consistent) read. As client-go's reflector.
+                self._list_rv = "" if self._rv is None else self._rv
+                self._rv = None
+                failures += 1
+                if not gone:
+                    gone = True
+                    continue  # relist at once; a server that keeps saying 410 gets backoff
+            except APIServerError as exc:
+                failures += 1
+                gone = False
+                self._on_connected(False)
+                self._connection.attempt_failed(str(exc))
+            await asyncio.sleep(self._backoff(failures))
+
+    def _backoff(self, failures: int) -> float:
+        return min(MAX_RETRY, FIRST_RETRY * 2.0 ** (failures - 1)) * random.uniform(0.5, 1.0)
+
+    @asynccontextmanager
+    async def _api(self) -> AsyncIterator[kube_client.CoreV1Api]:
+        import aiohttp
+        from kubernetes_asyncio import client as kube_client
+
+        configuration = await self._credentials.configuration()
+        self._server = str(configuration.host)
+        api = kube_client.ApiClient(configuration)
+        api.user_agent = f"pods-api/{__version__}"
+        try:
+            yield kube_client.CoreV1Api(api)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise APIServerError(f"{self._server}: {_transport_problem(exc)}") from None
+        finally:
+            await api.close()
+
+    # -- list -----------------------------------------------------------------------------------
+
+    async def _list(self, api: kube_client.CoreV1Api, sink: SourceSink) -> None:
+        import aiohttp
+
+        response = await self._get_pods(
+            api,
+            aiohttp.ClientTimeout(total=LIST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
+            resource_version=self._list_rv,
+        )
+        async with response:
+            try:
+                body = await self._body(response, "list")
+            except APIServerError as exc:
+                if exc.status == 504 and self._list_rv not in ("", "0"):
+                    self._list_rv = ""  # "too large resource version": a lagging server; read fresh
+                raise
+        try:
+            pod_list = orjson.loads(body)
+            rv = pod_list["metadata"]["resourceVersion"]
+            items = pod_list["items"] or []
+            if not isinstance(rv, str) or not rv or not isinstance(items, list):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise APIServerError(f"{self._server}: list: not a PodList with a resourceVersion") from None
+        pods: dict[str, PodVersion] = {}
+        bad: dict[str, str] = {}
+        for obj in items:
+            if not self._ours(obj):
+                continue
+            uid, pod = self._decode(obj, bad)
+            if pod is not None:
+                pods[uid] = pod
+            elif uid in self._pods:  # keep its last good version
+                pods[uid] = self._pods[uid]
+        self._pods, self._bad, self._rv = pods, bad, rv
+        self._connected()
+        self._report()
+        sink.replace(pods.values())
+        sink.mark_synced()
+
+    async def _get_pods(
+        self, api: kube_client.CoreV1Api, limits: aiohttp.ClientTimeout, **query: Any
+    ) -> aiohttp.ClientResponse:
+        """GET /api/v1/pods for this node: the raw response, so pods stay JSON bytes until our
+        codec reads them (the library's model classes are never involved)."""
+        import aiohttp
+
+        response: Any = await api.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={self.node_name}",
+            _preload_content=False,
+            _request_timeout=limits,
+            **query,
+        )
+        assert isinstance(response, aiohttp.ClientResponse)
+        return response
+
+    # -- watch ----------------------------------------------------------------------------------
+
+    async def _watch(self, api: kube_client.CoreV1Api, sink: SourceSink) -> bool:
+        """Watch from self._rv until the server ends the stream; whether anything arrived.
+        Raises Gone when the server no longer has that resourceVersion."""
+        import aiohttp
+
+        timeout = random.randint(*self._watch_timeout)
+        response = await self._get_pods(
+            api,
+            aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=timeout + WATCH_READ_MARGIN),
+            resource_version=self._rv,
+            allow_watch_bookmarks=True,
+            watch=True,
+            timeout_seconds=timeout,
+        )
+        progressed = False
+        async with response:
+            if response.status != 200:
+                await self._body(response, "watch")  # raises, naming the status
+            self._connected()
+            while line := await self._readline(response):
+                if line.strip():
+                    self._event(line, sink)
+                    progressed = True
+        return progressed
+
+    async def _readline(self, response: aiohttp.ClientResponse) -> bytes:
+        try:
+            return await response.content.readline()
+        except ValueError:  # aiohttp's bound on one line: far above etcd's object size limit
+            raise APIServerError(f"{self._server}: watch: an event too large to read") from None
+
+    def _event(self, line: bytes, sink: SourceSink) -> None:
+        try:
+            event = orjson.loads(line)
+            kind, obj = event["type"], event["object"]
+            if not isinstance(obj, dict):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            # Our resourceVersion did not move: watching again from it gets this event again.
+            # Not the line itself: a pod's env may hold a secret's value.
+            problem = f"an event that is not JSON ({len(line)} bytes)"
+            raise APIServerError(f"{self._server}: watch: {problem}") from None
+        if kind == "ERROR":
+            code = obj.get("code")
+            raise _status_error(self._server, "watch", obj, status=code if isinstance(code, int) else 0)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED") and not self._ours(obj):
+            kind = "DELETED"  # bound elsewhere now: no longer this node's pod
+        if kind in ("ADDED", "MODIFIED"):
+            uid, pod = self._decode(obj, self._bad)
+            if pod is not None:
+                self._bad.pop(uid, None)
+                self._pods[uid] = pod
+                sink.upsert(pod)
+            self._report()
+        elif kind == "DELETED":
+            uid = _uid(obj)
+            self._bad.pop(uid, None)
+            if self._pods.pop(uid, None) is not None:
+                sink.delete(uid)
+            self._report()
+        elif kind != "BOOKMARK":
+            log.warning("pod source %s: watch event of unknown type %r ignored", self.name, kind)
+        if isinstance(rv, str) and rv:
+            self._rv = rv
+
+    # -- pods -----------------------------------------------------------------------------------
+
+    def _decode(self, obj: Any, bad: dict[str, str]) -> tuple[str, PodVersion | None]:
+        """A pod's uid and its version; None (and why, in `bad`) if it does not decode."""
+        uid = _uid(obj)
+        meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
+        what = f"pod {meta.get('namespace', '')}/{meta.get('name', '')} (uid {meta.get('uid', '')})"
+        if not uid:
+            bad[what] = f"{what}: not a Pod with a uid"
+            return uid, None
+        warnings: list[str] = []
+        try:
+            pod = PodVersion.from_json(obj, warnings)
+        except CodecError as exc:
+            bad[uid] = f"{what}: {exc}"
+            return uid, None
+        for warning in warnings:
+            self._warnings.setdefault(warning, what)
+        return uid, pod
+
+    def _ours(self, obj: Any) -> bool:
+        """Whether a pod is bound to this node. The server filters by the field selector; this
+        holds even behind a proxy or a server that does not."""
+        if not isinstance(obj, dict):
+            return True  # _decode names what is wrong with it
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node == self.node_name:
+            return True
+        meta = obj.get("metadata") or {}
+        log.debug(
+            "pod source %s: pod %s/%s is bound to %r",
+            self.name,
+            meta.get("namespace"),
+            meta.get("name"),
+            node,
+        )
+        return False
+
+    def _report(self) -> None:
+        unknown = [f"{what}: {warning} (and maybe other pods)" for warning, what in self._warnings.items()]
+        self._content.report(self._bad.values(), unknown)
+
+    def _connected(self) -> None:
+        self._on_connected(True)
+        self._connection.report([])
+
+    # -- responses ------------------------------------------------------------------------------
+
+    async def _body(self, response: aiohttp.ClientResponse, what: str) -> bytes:
+        """The body of a 200; otherwise raises, naming the status (Gone for a 410)."""
+        body = await response.read()
+        if response.status == 200:
+            return body
+        if response.status == 401:
+            self._credentials.forget()
+        try:
+            status = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            status = {}
+        raise _status_error(
+            self._server,
+            what,
+            status if isinstance(status, dict) else {},
+            status=response.status,
+            reason=response.reason or "",
+            credentials=self._credentials.describe(),
+        )
+
+
+def _uid(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _status_error(
+    server: str, what: str, body: dict[str, Any], *, status: int, reason: str = "", credentials: str = ""
+) -> APIServerError:
+    """An API server Status (or its absence) as one line; Gone for 410."""
+    message = " ".join(str(body.get("message") or "").split())[:300]
+    reason = str(body.get("reason") or reason)
+    text = f"{server}: {what}: HTTP {status or '?'} {reason}".rstrip() + (f": {message}" if message else "")
+    if status == 401:
+        text += f" (check the credentials of {credentials})"
+    elif status == 403:
+        text += " (pods-api needs get, list and watch on pods; see deploy/rbac.yaml)"
+    return (Gone if status == 410 else APIServerError)(text, status=status)
+
+
+def _transport_problem(exc: BaseException) -> str:
+    """What went wrong on the connection, in words (aiohttp's own are about its internals)."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate not trusted: {_one_line(exc.certificate_error)}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect: {_one_line(exc.os_error) or type(exc.os_error).__name__}"
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return "connection lost mid-response"
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return "timed out"
+    return _one_line(exc) or type(exc).__name__
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+# -- the command line (pods_api/sources/registry.py) ------------------------------------------------
+
+SOURCE_FLAGS: tuple[str, ...] = ("--apiserver",)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--apiserver",
+        action="store_true",
+        help="serve the pods the API server has bound to this node (list and watch, as the kubelet)",
+    )
+    add(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="for --apiserver: a kubeconfig (default: $KUBECONFIG, else the in-cluster ServiceAccount)",
+    )
+    add("--kube-context", metavar="NAME", help="for --apiserver: the kubeconfig context to use")
+
+
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    if not args.apiserver:
+        if args.kubeconfig or args.kube_context:
+            raise ValueError("--kubeconfig and --kube-context are for --apiserver")
+        return []
+    if args.kubeconfig and not args.kubeconfig.is_file():
+        raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+    on_connected = context.on_connected
+    return [
+        APIServerSource(
+            node_name=context.node_name,
+            kubeconfig=args.kubeconfig,
+            context=args.kube_context,
+            on_error=context.on_error,
+            on_connected=(lambda up: on_connected(SOURCE_NAME, up)) if on_connected else None,
+        )
+    ]

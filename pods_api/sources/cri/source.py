@@ -1,0 +1,539 @@
+"""`--cri-socket PATH`: pods as the node's container runtime sees them, over CRI (runtime.v1).
+
+It only reads: Version, ListPodSandbox, ListContainers, PodSandboxStatus, ContainerStatus and
+GetContainerEvents; it never creates, stops or removes anything.
+
+Like the kubelet's generic PLEG it relists every `--cri-relist` seconds (1): two list calls,
+then a status call only for a sandbox or container that is new or whose state changed (a
+container's exit code and times are fixed once it has exited). Where the runtime offers
+GetContainerEvents (containerd 1.7+, CRI-O with evented PLEG), each event starts a relist at
+once, so a container's exit reaches watchers without waiting for the period. A pod's JSON is
+rebuilt only when its runtime inputs changed, and the cache sends MODIFIED only when the bytes
+differ.
+
+Standalone (`--cri-socket` and no other source): every pod sandbox becomes a pod, grouped by
+the pod UID label the kubelet puts on it (the sandboxes of every attempt make one pod):
+metadata from the sandbox's labels, annotations and metadata; `spec.containers` (and init and
+ephemeral containers, by the kubelet's container type annotation) from the containers' names,
+images, commands and ports annotation; `status` by pods_api/sources/cri/status.py. What CRI does not carry
+is absent: the restart policy (the Kubernetes default, Always, is assumed for the phase until
+the kubelet stops the sandbox), resources, volumes, probes.
+
+Overlay (`--cri-socket` with other sources): `CRIStatusOverlay` writes to the cache's overlay
+sink one status per pod UID the cache already serves, computed with the owner's spec; the
+identity policy (core/store/identity.py) merges it with the owner's status by its precedence table.
+
+Ready after the first complete relist. A runtime that cannot be reached or fails a call keeps
+the last pods served, counts a source error, and is reconnected with jittered exponential
+backoff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import grpc
+import orjson
+
+from pods_api.core import argtypes
+from pods_api.core.api.codec import CodecError
+from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
+from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.core.store.cache import SourceSink
+from pods_api.core.store.pod import PodVersion
+from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources.cri import status as cristatus
+from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
+
+log = logging.getLogger(__name__)
+
+# The kubelet's generic PLEG relists every second.
+DEFAULT_RELIST = 1.0
+# One CRI call; the kubelet's default --runtime-request-timeout is 2 minutes, but a node agent
+# should notice a hung runtime far sooner, and a healthy one answers in milliseconds.
+CALL_TIMEOUT = 10.0
+# Reconnecting: the first retry, doubling per failure up to the cap.
+FIRST_RETRY = 0.5
+MAX_RETRY = 10.0
+# Status calls in flight at once after a relist: a node starting 100 pods at once should not
+# open 300 concurrent streams on the runtime's socket.
+STATUS_CONCURRENCY = 16
+
+
+@dataclass
+class RuntimeView:
+    """What one relist learned: the runtime's name and everything, grouped by pod UID."""
+
+    runtime: str
+    sandboxes: dict[str, list[Sandbox]] = field(default_factory=dict)
+    containers: dict[str, list[Container]] = field(default_factory=dict)
+
+    @property
+    def uids(self) -> set[str]:
+        return set(self.sandboxes) | set(self.containers)
+
+
+class RuntimeReader:
+    """Relists a runtime over one channel, re-asking a status only when its state changed."""
+
+    def __init__(self, stub: cri_grpc.RuntimeServiceStub, runtime: str) -> None:
+        self._stub = stub
+        self.runtime = runtime
+        self._sandboxes: dict[str, tuple[int, Sandbox]] = {}  # id -> (state seen in the list, it)
+        self._containers: dict[str, tuple[int, Container]] = {}
+        self._limit = asyncio.Semaphore(STATUS_CONCURRENCY)
+
+    async def relist(self) -> RuntimeView:
+        sandboxes = (await self._stub.ListPodSandbox(cri.ListPodSandboxRequest(), timeout=CALL_TIMEOUT)).items
+        listed = (
+            await self._stub.ListContainers(cri.ListContainersRequest(), timeout=CALL_TIMEOUT)
+        ).containers
+        await asyncio.gather(
+            *(self._sandbox(s) for s in sandboxes if self._sandboxes.get(s.id, (None,))[0] != s.state),
+            *(self._container(c) for c in listed if self._containers.get(c.id, (None,))[0] != c.state),
+        )
+        live_sandboxes = {s.id for s in sandboxes}
+        live_containers = {c.id for c in listed}
+        self._sandboxes = {k: v for k, v in self._sandboxes.items() if k in live_sandboxes}
+        self._containers = {k: v for k, v in self._containers.items() if k in live_containers}
+        view = RuntimeView(self.runtime)
+        sandbox_uids = {}
+        for _, sandbox in self._sandboxes.values():
+            view.sandboxes.setdefault(sandbox.uid, []).append(sandbox)
+            sandbox_uids[sandbox.id] = sandbox.uid
+        for _, c in self._containers.values():
+            uid = c.uid or sandbox_uids.get(c.sandbox_id, "")
+            if uid:
+                view.containers.setdefault(uid, []).append(c)
+        return view
+
+    async def _sandbox(self, listed: cri.PodSandbox) -> None:
+        request = cri.PodSandboxStatusRequest(pod_sandbox_id=listed.id)
+        try:
+            async with self._limit:
+                status = (await self._stub.PodSandboxStatus(request, timeout=CALL_TIMEOUT)).status
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return  # removed since the list: the next relist will not see it either
+            raise
+        self._sandboxes[listed.id] = (listed.state, sandbox_from_status(status))
+
+    async def _container(self, listed: cri.Container) -> None:
+        request = cri.ContainerStatusRequest(container_id=listed.id, verbose=True)
+        try:
+            async with self._limit:
+                response = await self._stub.ContainerStatus(request, timeout=CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return
+            raise
+        self._containers[listed.id] = (listed.state, container_from_status(listed, response))
+
+
+def sandbox_from_status(status: cri.PodSandboxStatus) -> Sandbox:
+    labels = dict(status.labels)
+    network = status.network
+    ips = tuple(ip for ip in (network.ip, *(a.ip for a in network.additional_ips)) if ip)
+    return Sandbox(
+        id=status.id,
+        uid=labels.get(cristatus.POD_UID_LABEL) or status.metadata.uid,
+        name=labels.get(cristatus.POD_NAME_LABEL) or status.metadata.name,
+        namespace=labels.get(cristatus.POD_NAMESPACE_LABEL) or status.metadata.namespace,
+        attempt=status.metadata.attempt,
+        ready=status.state == cri.SANDBOX_READY,
+        created_at=status.created_at,
+        labels=labels,
+        annotations=dict(status.annotations),
+        ips=ips,
+        host_network=status.linux.namespaces.options.network == cri.NODE,
+    )
+
+
+def container_from_status(listed: cri.Container, response: cri.ContainerStatusResponse) -> Container:
+    status = response.status
+    labels = dict(status.labels) or dict(listed.labels)
+    annotations = dict(status.annotations) or dict(listed.annotations)
+    config = _verbose_config(response.info)
+    image = config.get("image")
+    image = image if isinstance(image, dict) else {}
+    try:
+        restarts = int(annotations.get(cristatus.RESTART_COUNT_ANNOTATION, "0"))
+    except ValueError:
+        restarts = 0  # as the kubelet: a malformed count reads as 0
+    try:
+        ports_json = orjson.loads(annotations.get(cristatus.CONTAINER_PORTS_ANNOTATION, "[]"))
+    except orjson.JSONDecodeError:
+        ports_json = []  # as the kubelet: an annotation that does not decode is logged and ignored
+    ports = tuple(p for p in ports_json if isinstance(p, dict)) if isinstance(ports_json, list) else ()
+    kind = annotations.get(cristatus.CONTAINER_TYPE_ANNOTATION, cristatus.REGULAR)
+    return Container(
+        id=status.id,
+        sandbox_id=listed.pod_sandbox_id,
+        uid=labels.get(cristatus.POD_UID_LABEL, ""),
+        name=labels.get(cristatus.CONTAINER_NAME_LABEL) or status.metadata.name,
+        kind=kind if kind in (cristatus.INIT, cristatus.EPHEMERAL) else cristatus.REGULAR,
+        state=State(status.state) if status.state in State._value2member_map_ else State.UNKNOWN,
+        created_at=status.created_at,
+        started_at=status.started_at,
+        finished_at=status.finished_at,
+        exit_code=status.exit_code,
+        reason=status.reason,
+        message=status.message,
+        image=status.image.image,
+        image_ref=status.image_ref,
+        restart_count=restarts,
+        spec_image=status.image.user_specified_image
+        or image.get("user_specified_image")
+        or image.get("image", ""),
+        command=_strings(config.get("command")),
+        args=_strings(config.get("args")),
+        ports=ports,
+    )
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else ()
+
+
+def _verbose_config(info: Mapping[str, str]) -> dict[str, Any]:
+    """The container's CRI config from a verbose status, where the runtime puts it there
+    (containerd: info["info"].config); {} elsewhere."""
+    try:
+        parsed = orjson.loads(info.get("info", "{}"))
+    except orjson.JSONDecodeError:
+        return {}
+    config = parsed.get("config") if isinstance(parsed, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+# -- standalone pods -------------------------------------------------------------------------------
+
+
+def standalone_pod(
+    uid: str,
+    sandboxes: Sequence[Sandbox],
+    containers: Sequence[Container],
+    runtime: str,
+    *,
+    node_name: str,
+    previous: Mapping[str, Any] | None,
+    now: str,
+) -> dict[str, Any]:
+    """A pod in Kubernetes JSON from nothing but what the runtime reports; `sandboxes` holds at
+    least one."""
+    newest = max(sandboxes, key=lambda s: s.created_at)
+    first_seen: dict[tuple[str, str], Container] = {}
+    latest: dict[tuple[str, str], Container] = {}
+    for c in sorted(containers, key=lambda c: c.created_at):
+        first_seen.setdefault((c.kind, c.name), c)
+        latest[(c.kind, c.name)] = c
+
+    def specs(kind: str) -> list[dict[str, Any]]:
+        out = []
+        for key, c in first_seen.items():
+            if key[0] != kind:
+                continue
+            newest_c = latest[key]
+            spec: dict[str, Any] = {"name": c.name, "image": newest_c.spec_image or newest_c.image}
+            if newest_c.command:
+                spec["command"] = list(newest_c.command)
+            if newest_c.args:
+                spec["args"] = list(newest_c.args)
+            if newest_c.ports:
+                spec["ports"] = [dict(p) for p in newest_c.ports]
+            out.append(spec)
+        return out if kind == cristatus.INIT else sorted(out, key=lambda s: s["name"])
+
+    spec: dict[str, Any] = {"containers": specs(cristatus.REGULAR)}
+    if init := specs(cristatus.INIT):
+        spec["initContainers"] = init
+    if ephemeral := specs(cristatus.EPHEMERAL):
+        spec["ephemeralContainers"] = ephemeral
+    spec["nodeName"] = node_name
+    if newest.host_network:
+        spec["hostNetwork"] = True
+
+    def shape_of(items: list[dict[str, Any]]) -> tuple[SpecContainer, ...]:
+        return tuple(SpecContainer(s["name"], s["image"]) for s in items)
+
+    annotations = dict(newest.annotations)
+    shape = Shape(
+        containers=shape_of(spec["containers"]),
+        init_containers=shape_of(spec.get("initContainers", [])),
+        ephemeral_containers=shape_of(spec.get("ephemeralContainers", [])),
+        static=annotations.get(cristatus.CONFIG_SOURCE_ANNOTATION, "api") != "api",
+    )
+    metadata: dict[str, Any] = {"name": newest.name, "namespace": newest.namespace, "uid": uid}
+    labels = {k: v for k, v in newest.labels.items() if k not in cristatus.KUBELET_POD_LABELS}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    metadata["creationTimestamp"] = cristatus.rfc3339(min(s.created_at for s in sandboxes))
+    status = cristatus.pod_status(shape, sandboxes, containers, runtime, previous=previous, now=now)
+    return {"metadata": metadata, "spec": spec, "status": status}
+
+
+# -- following the runtime ----------------------------------------------------------------------
+
+
+class _Sink(Protocol):
+    def mark_synced(self) -> None: ...
+
+
+class StatusSink(Protocol):
+    """Where the overlay writes (the cache's overlay sink): statuses for pods others own."""
+
+    def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None: ...
+
+    def pod(self, uid: str) -> PodVersion | None: ...
+
+    def mark_synced(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Sink)
+
+
+class _RuntimeFollower(Generic[S]):
+    """Relist on the period (and at each container event), hand each view to `publish`;
+    reconnect with backoff when the runtime fails, keeping what was last published."""
+
+    def __init__(
+        self,
+        socket: Path,
+        *,
+        relist: float = DEFAULT_RELIST,
+        follow_events: bool = True,
+        on_error: ErrorCounter | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.socket = socket
+        self.name = f"cri:{socket}"
+        self._relist = relist
+        self._follow_events = follow_events
+        self._on_error = on_error
+        self._clock = clock
+
+    def publish(self, sink: S, view: RuntimeView) -> None:
+        raise NotImplementedError
+
+    async def run(self, sink: S) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._session(sink)
+            except grpc.aio.AioRpcError as exc:
+                failures += 1
+                reason = f"{exc.code().name}: {exc.details()}"
+                self._report(f"{self.name}: runtime call failed ({reason}); keeping the last state served")
+            delay = min(MAX_RETRY, FIRST_RETRY * 2.0 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
+            await asyncio.sleep(delay)
+
+    def _report(self, message: str) -> None:
+        log.warning("%s", message)
+        if self._on_error is not None:
+            self._on_error(self.name, message)
+
+    async def _session(self, sink: S) -> None:
+        """One connection: relist until a call fails (raises AioRpcError)."""
+        async with grpc.aio.insecure_channel(f"unix:{self.socket}") as channel:
+            stub = cri_grpc.RuntimeServiceStub(channel)  # type: ignore[no-untyped-call]
+            version = await stub.Version(cri.VersionRequest(version="v1"), timeout=CALL_TIMEOUT)
+            log.info(
+                "%s: %s %s (CRI %s)",
+                self.name,
+                version.runtime_name,
+                version.runtime_version,
+                version.runtime_api_version,
+            )
+            reader = RuntimeReader(stub, version.runtime_name)
+            wake = asyncio.Event()
+            events = None
+            if self._follow_events:
+                events = asyncio.get_running_loop().create_task(_follow_events(stub, wake, self.name))
+            try:
+                while True:
+                    wake.clear()
+                    view = await reader.relist()
+                    self.publish(sink, view)
+                    sink.mark_synced()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), self._relist)
+            finally:
+                if events is not None:
+                    events.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await events
+
+
+def _inputs(sandboxes: Sequence[Sandbox], containers: Sequence[Container]) -> tuple[Any, ...]:
+    return (tuple(sorted(sandboxes, key=lambda s: s.id)), tuple(sorted(containers, key=lambda c: c.id)))
+
+
+class CRISource(_RuntimeFollower[SourceSink]):
+    """Standalone: every pod sandbox on the node is a pod."""
+
+    def __init__(self, socket: Path, *, node_name: str, **options: Any) -> None:
+        super().__init__(socket, **options)
+        self._node = node_name
+        # Per pod UID: the inputs it was built from and what was built, so an unchanged pod is
+        # neither rebuilt nor re-encoded.
+        self._built: dict[str, tuple[Any, PodVersion]] = {}
+
+    def as_overlay(self) -> CRIStatusOverlay:
+        """The same runtime as a status overlay, for when other sources own the pods."""
+        return CRIStatusOverlay(
+            self.socket,
+            relist=self._relist,
+            follow_events=self._follow_events,
+            on_error=self._on_error,
+            clock=self._clock,
+        )
+
+    def publish(self, sink: SourceSink, view: RuntimeView) -> None:
+        sink.replace(self.pods(view))
+
+    def pods(self, view: RuntimeView) -> list[PodVersion]:
+        now = cristatus.rfc3339(self._clock())
+        built: dict[str, tuple[Any, PodVersion]] = {}
+        for uid in sorted(view.sandboxes):
+            sandboxes = view.sandboxes[uid]
+            # Containers whose sandbox is gone are left for the kubelet's GC: no pod for them.
+            containers = view.containers.get(uid, [])
+            inputs = _inputs(sandboxes, containers)
+            old = self._built.get(uid)
+            if old is not None and old[0] == inputs:
+                built[uid] = old
+                continue
+            previous = old[1].json.get("status") if old else None
+            pod = standalone_pod(
+                uid,
+                sandboxes,
+                containers,
+                view.runtime,
+                node_name=self._node,
+                previous=previous,
+                now=now,
+            )
+            try:
+                built[uid] = (inputs, PodVersion.from_json(pod))
+            except CodecError as exc:
+                # Something a runtime label or annotation holds that no Pod can (a ports
+                # annotation of the wrong shape): say where, and keep what this pod was.
+                self._report(f"{self.name}: pod {uid}: {exc}")
+                if old is not None:
+                    built[uid] = old
+        self._built = built
+        return [version for _, version in built.values()]
+
+
+class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
+    """Overlay: the status of pods other sources own, matched by the pod UID label the kubelet
+    puts on sandboxes and containers. A runtime pod no source owns is not served; an owned pod
+    the runtime has no sandbox for keeps its owner's status. Which of our fields win over the
+    owner's is the identity policy's precedence table (core/store/identity.py)."""
+
+    def __init__(self, socket: Path, **options: Any) -> None:
+        super().__init__(socket, **options)
+        # Per UID: the inputs (spec shape, readiness gate conditions, runtime objects) and the
+        # status computed from them.
+        self._computed: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+    def publish(self, sink: StatusSink, view: RuntimeView) -> None:
+        sink.replace(self.statuses(view, sink.pod))
+
+    def statuses(
+        self, view: RuntimeView, served: Callable[[str], PodVersion | None]
+    ) -> dict[str, dict[str, Any]]:
+        now = cristatus.rfc3339(self._clock())
+        computed: dict[str, tuple[Any, dict[str, Any]]] = {}
+        for uid in sorted(view.sandboxes):
+            pod = served(uid)
+            if pod is None:
+                continue
+            shape = Shape.from_pod(pod.json)
+            # Readiness gates' conditions are set by others (controllers, via the owner).
+            gates = tuple(
+                c
+                for c in (pod.json.get("status") or {}).get("conditions") or ()
+                if c.get("type") in shape.readiness_gates
+            )
+            inputs = (shape, orjson.dumps(gates), *_inputs(view.sandboxes[uid], view.containers.get(uid, [])))
+            old = self._computed.get(uid)
+            if old is not None and old[0] == inputs:
+                computed[uid] = old
+                continue
+            previous = dict(old[1]) if old else {}
+            previous["conditions"] = [*gates, *previous.get("conditions", ())]
+            status = cristatus.pod_status(
+                shape,
+                view.sandboxes[uid],
+                view.containers.get(uid, []),
+                view.runtime,
+                previous=previous,
+                now=now,
+            )
+            # Only what the runtime tells: other sources' conditions stay theirs.
+            status["conditions"] = [
+                c for c in status["conditions"] if c["type"] in cristatus.KUBELET_CONDITIONS
+            ]
+            computed[uid] = (inputs, status)
+        self._computed = computed
+        return {uid: status for uid, (_, status) in computed.items()}
+
+
+async def _follow_events(stub: cri_grpc.RuntimeServiceStub, wake: asyncio.Event, name: str) -> None:
+    """Set `wake` on every container event; return if the runtime has no event stream."""
+    try:
+        async for _event in stub.GetContainerEvents(cri.GetEventsRequest()):
+            wake.set()
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            log.info("%s: the runtime has no GetContainerEvents; relisting on the period only", name)
+        else:
+            log.info("%s: container event stream ended (%s); relisting on the period", name, exc.code().name)
+        return
+    log.info("%s: container event stream ended; relisting on the period", name)
+
+
+# -- flags ---------------------------------------------------------------------------------------
+
+SOURCE_FLAGS: tuple[str, ...] = ("--cri-socket PATH",)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--cri-socket",
+        type=Path,
+        metavar="PATH",
+        help="the container runtime's CRI socket (containerd: /run/containerd/containerd.sock); alone, "
+        "every pod sandbox is a pod; with other sources, their pods' status comes from the runtime",
+    )
+    add(
+        "--cri-relist",
+        type=argtypes.positive,
+        default=DEFAULT_RELIST,
+        metavar="SECONDS",
+        help=f"relist the container runtime this often, as the kubelet's PLEG (default {DEFAULT_RELIST:g})",
+    )
+
+
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    """A CRISource; the registry makes it an overlay when other sources own pods."""
+    if args.cri_socket is None:
+        return []
+    return [
+        CRISource(
+            args.cri_socket, node_name=context.node_name, relist=args.cri_relist, on_error=context.on_error
+        )
+    ]

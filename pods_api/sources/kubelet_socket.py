@@ -1,0 +1,127 @@
+"""`--kubelet-socket PATH`: bridge the kubelet's own Pods API (v1.37+, or v1.36 with the gate on).
+
+One upstream watch (a `pods_api.client.Informer`) fans out to any number of local clients, and
+List and Get are answered from our cache without spending the kubelet's 100 qps. Pods pass
+through byte-exact: the kubelet's bytes are what an unmasked client gets; we decode them only to
+index, mask and render JSON.
+
+Ready once the upstream has synced. Until then an upstream that is absent, refuses us or answers
+FAILED_PRECONDITION keeps this source not ready, and is retried with the informer's backoff.
+Afterwards an outage changes nothing our clients see: the last state stays served, and on
+reconnect only what really changed meanwhile becomes events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pods_api.client import Client, EventType, Informer, InformerEvent, PodsAPIError, SnapshotMode, State
+from pods_api.core.api.codec import CodecError
+from pods_api.core.store.cache import SourceSink
+from pods_api.core.store.pod import PodVersion
+from pods_api.sources import ErrorCounter, Source, SourceContext
+
+log = logging.getLogger(__name__)
+
+FLAG = "--kubelet-socket"
+SOURCE_FLAGS: tuple[str, ...] = (f"{FLAG} PATH",)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        FLAG,
+        type=Path,
+        metavar="PATH",
+        help="bridge the kubelet's Pods API socket (v1.37+), e.g. /var/lib/kubelet/pods-api/pods-api.sock",
+    )
+    add(
+        "--kubelet-snapshot",
+        choices=[mode.value for mode in SnapshotMode],
+        metavar="auto|watch|list",
+        help="how a (re)connection's snapshot is taken: the watch's INITIAL_SYNC_COMPLETE (watch), "
+        "ListPods for an early alpha kubelet that sends none (list), or detect it (auto, the default)",
+    )
+
+
+def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
+    socket: Path | None = args.kubelet_socket
+    if socket is None:
+        if args.kubelet_snapshot is not None:
+            raise ValueError(f"--kubelet-snapshot is for {FLAG}, which is not given")
+        return []
+    snapshot = SnapshotMode(args.kubelet_snapshot or SnapshotMode.AUTO.value)
+    return [KubeletSocketSource(socket, snapshot=snapshot, on_error=context.on_error)]
+
+
+class KubeletSocketSource:
+    def __init__(
+        self,
+        socket: Path,
+        *,
+        snapshot: SnapshotMode = SnapshotMode.AUTO,
+        on_error: ErrorCounter | None = None,
+    ) -> None:
+        self.name = f"kubelet:{socket}"
+        self.socket = socket
+        self.snapshot = snapshot
+        self._on_error = on_error
+        self._sink: SourceSink | None = None
+        self._first: dict[str, PodVersion] | None = {}  # the first snapshot, handed over whole
+
+    async def run(self, sink: SourceSink) -> None:
+        self._sink = sink
+        # Each run's first snapshot goes in whole (`replace`), so a run restarted by the
+        # supervisor drops what vanished meanwhile; the cache diffs it into real changes only.
+        self._first = {}
+        async with Client(self.socket) as client:
+            informer = Informer(client, snapshot=self.snapshot)
+            informer.add_handler(self._on_event)
+            informer.on_state(self._on_state)
+            await informer.run()
+
+    def _on_event(self, event: InformerEvent) -> None:
+        assert self._sink is not None
+        if event.type is EventType.INITIAL_SYNC_COMPLETE:
+            if self._first is not None:
+                self._sink.replace(self._first.values())
+                self._first = None
+                self._sink.mark_synced()
+            return
+        pod = event.pod
+        assert pod is not None
+        if event.type is EventType.DELETED:
+            if self._first is not None:
+                self._first.pop(pod.uid, None)
+            else:
+                self._sink.delete(pod.uid)
+            return
+        try:
+            version = PodVersion.from_bytes(pod.raw, pod.message)
+        except CodecError as exc:
+            self._reject(f"pod {pod.uid or '(no uid)'} does not decode: {exc}")
+            return
+        if not version.uid:
+            self._reject(f"pod {version.namespace}/{version.name} has no metadata.uid")
+        elif self._first is not None:
+            self._first[version.uid] = version
+        else:
+            self._sink.upsert(version)
+
+    def _reject(self, reason: str) -> None:
+        log.warning("%s: %s; keeping its last good version", self.name, reason)
+        if self._on_error is not None:
+            self._on_error(self.name, reason)
+
+    def _on_state(self, state: State, error: PodsAPIError | None) -> None:
+        if state is State.READY:
+            log.info("%s: upstream synced", self.name)
+        else:
+            why = error.message if error is not None else ""
+            log.warning("%s: upstream %s: %s; retrying", self.name, state.value, why)
+            # Counted once per new failure, not per retry: pods_api_source_errors_total{source}
+            # tells operators the upstream is down, refusing or not ready.
+            if self._on_error is not None:
+                self._on_error(self.name, f"upstream {state.value}: {why}")

@@ -1,0 +1,185 @@
+"""The kubelet's static-pod rules (pkg/kubelet/config/common.go, config.go): what a config source
+("file" for --manifests, "http" for --manifest-url) checks and changes in every pod it reads.
+
+  - reject what it would not admit: no name, no containers, bad or duplicate container names,
+    a container without an image, a name that is not a DNS subdomain with the node name appended;
+  - a missing metadata.uid becomes a hash of the pod, the node name and the file (or URL), so it
+    is stable across restarts and changes when the pod does (an edit is a new pod);
+  - name `<name>-<node name>`, namespace `default` if empty, spec.nodeName;
+  - annotations kubernetes.io/config.hash (the uid), config.source (file or http) and
+    config.seen (when this uid was first seen; kept for as long as the uid is served);
+  - files only: a toleration of every NoExecute taint, so node problems do not evict it;
+  - status.phase Pending: the config source sets it, overriding any status in the file.
+Not done: the API server's field defaulting (restartPolicy, dnsPolicy, ...), so those fields stay
+as written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from pods_api.core.api.codec import CodecError, pod_to_message
+from pods_api.core.api.pb import k8s_core_v1_pb2
+from pods_api.core.store.pod import PodVersion
+from pods_api.sources.loader import ManifestError, locate
+
+CONFIG_HASH = "kubernetes.io/config.hash"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+CONFIG_SEEN = "kubernetes.io/config.seen"
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL_MAX = 63
+_DNS_SUBDOMAIN_MAX = 253
+
+# Static pods must survive node problems: the kubelet adds this toleration to every file pod.
+_NO_EXECUTE_TOLERATION = k8s_core_v1_pb2.Toleration(operator="Exists", effect="NoExecute")
+
+
+class StaticPodRules:
+    """The kubelet's checks and changes for pods from one config source ("file" or "http")."""
+
+    def __init__(self, node_name: str, *, config_source: str) -> None:
+        self.node_name = node_name
+        self.config_source = config_source
+        self._seen: dict[str, str] = {}  # uid -> config.seen, while the uid is served
+
+    def build(
+        self, obj: dict[str, Any], where: str, origin: str, source_id: str, warnings: list[str]
+    ) -> PodVersion:
+        """The pod as the kubelet would run it; raises ManifestError. `source_id` (a file's path
+        or the URL) goes into a generated uid. The object is decoded once, the rules change the
+        message, and it is encoded once."""
+        try:
+            decoded = pod_to_message(obj)
+        except CodecError as exc:
+            raise ManifestError(origin, locate(where, str(exc))) from None
+        warnings += [f"{origin}: {locate(where, w)}" for w in decoded.warnings]
+        pod = decoded.message
+        problems = validate_static_pod(pod, self.node_name)
+        if problems:
+            raise ManifestError(origin, locate(where, "invalid pod: " + "; ".join(problems)))
+        uid = pod.metadata.uid or self._generate_uid(pod, source_id)
+        self._apply_defaults(pod, uid)
+        return PodVersion.from_message(pod)
+
+    def take_seen(self) -> dict[str, str]:
+        """When each uid decoded since the last call was first seen, forgetting it: what a
+        worker process (workers.py) hands back to the source's own rules."""
+        seen, self._seen = self._seen, {}
+        return seen
+
+    def adopt_seen(self, seen: Mapping[str, str]) -> None:
+        """Keep another process's first-seen times, so that the source's own next decode of
+        the same pod gives the same bytes (not a MODIFIED)."""
+        for uid, when in seen.items():
+            self._seen.setdefault(uid, when)
+
+    def retain(self, uids: Collection[str]) -> None:
+        """Forget when pods no longer served were first seen: if one comes back it is new."""
+        self._seen = {uid: seen for uid, seen in self._seen.items() if uid in uids}
+
+    def _generate_uid(self, pod: k8s_core_v1_pb2.Pod, source_id: str) -> str:
+        # The kubelet: a hash of the decoded pod, then "host:<node>file:<path>" or "url:<url>".
+        # Its hash is over Go's in-memory dump of the pod, which cannot be reproduced here; this
+        # is over the pod's deterministic protobuf encoding, so it is as stable and as sensitive
+        # to changes. Where the kubelet's uid is known (a mirror, the kubelet's /pods), the
+        # cache's identity policy matches the pods by name and serves the kubelet's.
+        hasher = hashlib.md5(usedforsecurity=False)
+        hasher.update(pod.SerializeToString(deterministic=True))
+        if self.config_source == "file":
+            hasher.update(f"host:{self.node_name}file:{source_id}".encode())
+        else:
+            hasher.update(f"url:{source_id}".encode())
+        return hasher.hexdigest()
+
+    def _apply_defaults(self, pod: k8s_core_v1_pb2.Pod, uid: str) -> None:
+        meta, spec = pod.metadata, pod.spec
+        meta.uid = uid
+        meta.name = static_pod_name(meta.name, self.node_name)
+        if not meta.namespace:
+            meta.namespace = "default"
+        spec.nodeName = self.node_name
+        meta.annotations[CONFIG_HASH] = uid
+        meta.annotations[CONFIG_SOURCE] = self.config_source
+        # Kept per uid: a fresh time on every resync would make every resync a MODIFIED.
+        meta.annotations[CONFIG_SEEN] = self._seen.setdefault(uid, _rfc3339_nano(time.time_ns()))
+        if self.config_source == "file":
+            _add_or_update_toleration(spec, _NO_EXECUTE_TOLERATION)
+        pod.status.phase = "Pending"
+
+
+def static_pod_name(name: str, node_name: str) -> str:
+    """The kubelet's generatePodName: unique among nodes."""
+    return f"{name}-{node_name.lower()}"
+
+
+def validate_static_pod(pod: k8s_core_v1_pb2.Pod, node_name: str) -> list[str]:
+    """What kubelet admission (ValidatePodCreate) would reject, for the mistakes people make in a
+    manifest; `pod` is decoded (types already checked by the codec)."""
+    spec = pod.spec
+    problems = _name_problems(pod.metadata.name, pod.metadata.namespace, node_name)
+    if not spec.containers:
+        problems.append("spec.containers: at least one container is required")
+    if spec.ephemeralContainers:
+        problems.append("spec.ephemeralContainers: cannot be set on create")
+    names: set[str] = set()
+    for group, containers in (("initContainers", spec.initContainers), ("containers", spec.containers)):
+        for i, container in enumerate(containers):
+            problems += _container_problems(container.name, container.image, f"spec.{group}[{i}]", names)
+    return problems
+
+
+def _name_problems(name: str, namespace: str, node_name: str) -> list[str]:
+    problems = []
+    if not name:
+        problems.append("metadata.name is required")
+    else:
+        full = static_pod_name(name, node_name)
+        if len(full) > _DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.fullmatch(full):
+            problems.append(
+                f"metadata.name: {full!r} (with the node name appended) is not a DNS-1123 subdomain"
+            )
+    if namespace and (len(namespace) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(namespace)):
+        problems.append(f"metadata.namespace: {namespace!r} is not a DNS-1123 label")
+    return problems
+
+
+def _container_problems(name: str, image: str, at: str, names: set[str]) -> list[str]:
+    problems = []
+    if not name:
+        problems.append(f"{at}.name is required")
+    elif len(name) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(name):
+        problems.append(f"{at}.name: {name!r} is not a DNS-1123 label")
+    elif name in names:
+        problems.append(f"{at}.name: duplicate container name {name!r}")
+    names.add(name)
+    if not image:
+        problems.append(f"{at}.image is required")
+    return problems
+
+
+_TOLERATION_IDENTITY = ("key", "operator", "value", "effect")
+
+
+def _add_or_update_toleration(spec: k8s_core_v1_pb2.PodSpec, toleration: k8s_core_v1_pb2.Toleration) -> None:
+    """The kubelet's AddOrUpdateTolerationInPod: one with the same key, operator, value and effect
+    is replaced; otherwise it is appended."""
+    found = False
+    for existing in spec.tolerations:
+        if all(getattr(existing, k) == getattr(toleration, k) for k in _TOLERATION_IDENTITY):
+            existing.CopyFrom(toleration)
+            found = True
+    if not found:
+        spec.tolerations.append(toleration)
+
+
+def _rfc3339_nano(ns: int) -> str:
+    """Go's time.RFC3339Nano in UTC, as the kubelet writes config.seen: trailing zeros dropped."""
+    seconds, nanos = divmod(ns, 1_000_000_000)
+    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + fraction + "Z"

@@ -1,0 +1,242 @@
+"""`--kubelet-socket`: two real `pods-api serve` processes chained, A serving fixtures and B
+bridging A's socket as it would the kubelet's. B must list, get and watch exactly what A does,
+byte for byte, through A's death, restart with changes, and late start."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from kubelet_server import KubeletServer
+from podfiles import REPORT, WEB, WORKER, add_copy, copy_examples, edit, set_phase, uid_of
+from serve import PODS_API, TIMEOUT, Served, serving, start
+from vectors import SHARED_K8S, shared_vectors, vector_pb
+
+from pods_api import pod_from_bytes, pod_to_bytes
+from pods_api.client import Client, Contract, EventType, NotReady, Pod, WatchEvent
+from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
+from pods_api.core.api.pb.pods_v1alpha1_pb2 import GetPodRequest
+from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET
+from pods_api.serve.cli import _parser, config_from_args
+
+NEW_UID = "9f3e1c55-0000-4a5b-8c7d-112233445566"
+MASK = "status.phase,status.podIPs,spec.containers.image"
+
+
+def raw_call(served: Served, method: str, request: bytes = b"", fields: str | None = None) -> bytes:
+    """A response's exact bytes, read with plain grpcio."""
+    metadata = [("x-kubernetes-fieldmask", fields)] if fields else None
+    with grpc.insecure_channel(served.target) as channel:
+        response: bytes = channel.unary_unary(method)(request, metadata=metadata, timeout=TIMEOUT)
+    return response
+
+
+def frames(events: list[WatchEvent]) -> list[tuple[EventType, bytes | None]]:
+    return [(e.type, e.pod and e.pod.raw) for e in events]
+
+
+async def next_events(stream: AsyncIterator[WatchEvent], n: int) -> list[WatchEvent]:
+    async with asyncio.timeout(TIMEOUT):
+        return [await anext(stream) for _ in range(n)]
+
+
+async def snapshot(stream: AsyncIterator[WatchEvent]) -> list[WatchEvent]:
+    events = []
+    async with asyncio.timeout(TIMEOUT):
+        async for event in stream:
+            events.append(event)
+            if event.type is EventType.INITIAL_SYNC_COMPLETE:
+                return events
+    raise AssertionError("the watch ended before INITIAL_SYNC_COMPLETE")
+
+
+async def test_bridge_serves_upstreams_bytes(tmp_path: Path) -> None:
+    fixtures = copy_examples(tmp_path / "fixtures")
+    with (
+        serving(tmp_path / "a", "--fixtures", str(fixtures)) as a,
+        serving(tmp_path / "b", "--kubelet-socket", str(a.socket)) as b,
+    ):
+        for contract in Contract:
+            method = f"/{contract.value}/ListPods"
+            assert raw_call(b, method) == raw_call(a, method)  # the whole response, unmasked
+            assert raw_call(b, method, fields=MASK) == raw_call(a, method, fields=MASK)
+        get = f"/{Contract.KUBELET.value}/GetPod"
+        request = GetPodRequest(podUID=uid_of(fixtures / WEB)).SerializeToString()
+        assert raw_call(b, get, request) == raw_call(a, get, request)
+
+        async with Client(a.socket) as ca, Client(b.socket) as cb:
+            wa, wb = ca.watch(), cb.watch()
+            assert frames(await snapshot(wb)) == frames(await snapshot(wa))
+            edit(fixtures / WEB, set_phase("Failed"))
+            (fixtures / REPORT).unlink()
+            add_copy(fixtures, WORKER, "orders-worker-6d5f7c9b8-new11", NEW_UID)
+            from_a, from_b = await next_events(wa, 3), await next_events(wb, 3)
+            assert sorted(frames(from_b), key=repr) == sorted(frames(from_a), key=repr)
+            assert {e.type for e in from_b} == {EventType.ADDED, EventType.MODIFIED, EventType.DELETED}
+            await wa.aclose()
+            await wb.aclose()
+
+
+async def test_bridge_keeps_serving_through_upstream_restart(tmp_path: Path) -> None:
+    """A dies: B keeps serving its last state. A comes back with one pod changed, one gone and
+    one new: B's watchers see exactly those three events, nothing for the unchanged pods."""
+    fixtures = copy_examples(tmp_path / "fixtures")
+    a = start(tmp_path / "a", "--fixtures", str(fixtures))
+    try:
+        a.wait_ready()
+        with serving(tmp_path / "b", "--kubelet-socket", str(a.socket)) as b:
+            async with Client(b.socket) as cb:
+                before = [p.raw for p in await cb.list()]
+                wb = cb.watch()
+                await snapshot(wb)
+                a.proc.kill()
+                a.close()
+                assert [p.raw for p in await cb.list()] == before  # outage: nothing changes
+                edit(fixtures / WEB, set_phase("Failed"))
+                report = uid_of(fixtures / REPORT)
+                (fixtures / REPORT).unlink()
+                add_copy(fixtures, WORKER, "orders-worker-6d5f7c9b8-new11", NEW_UID)
+                a = start(tmp_path / "a", "--fixtures", str(fixtures))
+                changes = await next_events(wb, 3)
+                assert sorted((e.type, e.pod.uid) for e in changes if e.pod) == sorted(
+                    [
+                        (EventType.MODIFIED, uid_of(fixtures / WEB)),
+                        (EventType.DELETED, report),
+                        (EventType.ADDED, NEW_UID),
+                    ]
+                )
+                # One more change after the reconnect: the next event is it, so nothing (no
+                # replay of unchanged pods) came between.
+                edit(fixtures / WORKER, set_phase("Succeeded"))
+                (sentinel,) = await next_events(wb, 1)
+                assert sentinel.type is EventType.MODIFIED and sentinel.pod is not None
+                assert sentinel.pod.uid == uid_of(fixtures / WORKER)
+                method = "/v1alpha1.Pods/ListPods"
+                assert raw_call(b, method) == raw_call(a, method)
+                await wb.aclose()
+    finally:
+        a.close()
+
+
+async def upstream_errors(b: Served, upstream: Path) -> float:
+    """B's error count for its kubelet source, once it is above zero (a scrape has no event to
+    await: poll, with TIMEOUT as the safety net)."""
+    series = f'pods_api_source_errors_total{{source="kubelet:{upstream}"}} '
+    transport = httpx.AsyncHTTPTransport(uds=str(b.http_socket))
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as http,
+        asyncio.timeout(TIMEOUT),
+    ):
+        while True:
+            text = (await http.get("/metrics")).text
+            if series in text and float(text.split(series, 1)[1].split()[0]) > 0:
+                return float(text.split(series, 1)[1].split()[0])
+            await asyncio.sleep(0.05)
+
+
+async def test_bridge_not_ready_until_upstream_is_up_and_synced(tmp_path: Path) -> None:
+    a_run = tmp_path / "a"
+    with serving(tmp_path / "b", "--kubelet-socket", str(a_run / "pods-api.sock"), ready=False) as b:
+        async with Client(b.socket) as cb, Client(a_run / "pods-api.sock") as ca:
+            with pytest.raises(NotReady):
+                await cb.list()  # upstream absent
+            assert await upstream_errors(b, a_run / "pods-api.sock") >= 1  # operators see it
+            with serving(
+                a_run, "--fixtures", str(copy_examples(tmp_path / "f")), "--ready-delay", "3", ready=False
+            ):
+                with pytest.raises(NotReady):
+                    await ca.list()  # upstream up, not synced ...
+                with pytest.raises(NotReady):
+                    await cb.list()  # ... and so neither are we
+                await asyncio.to_thread(b.wait_ready)
+                assert [p.raw for p in await cb.list()] == [p.raw for p in await ca.list()]
+
+
+async def test_bridge_passes_the_kubelets_bytes_through(tmp_path: Path) -> None:
+    """Go's bytes (the shared vectors), which our own encoder would write differently, reach
+    B's clients unchanged: decoded only to index, never re-encoded."""
+    pods = {}
+    for v in shared_vectors():
+        pod = Pod(vector_pb(v))
+        if pod.uid:
+            pods[pod.uid] = pod.raw
+    if not pods:
+        pytest.skip(f"{SHARED_K8S} is absent")
+    assert any(pod_to_bytes(pod_from_bytes(raw)) != raw for raw in pods.values())  # the test can fail
+    kubelet = KubeletServer(tmp_path / "kubelet.sock", pods, marker=True)
+    await kubelet.start()
+    b = await asyncio.to_thread(start, tmp_path / "b", "--kubelet-socket", str(kubelet.path))
+    try:
+        await asyncio.to_thread(b.wait_ready)
+        async with Client(b.socket) as client:
+            assert [p.raw for p in await client.list()] == [pods[uid] for uid in sorted(pods)]
+            first = min(pods)
+            assert (await client.get(first)).raw == pods[first]
+            stream = client.watch()
+            assert frames(await snapshot(stream))[:-1] == [
+                (EventType.ADDED, pods[uid]) for uid in sorted(pods)
+            ]
+            # Appended fields merge into the message: a change whose bytes only we could keep.
+            label = k8s_core_v1_pb2.Pod(metadata=k8s_meta_v1_pb2.ObjectMeta(labels={"changed": "yes"}))
+            kubelet.put(first, pods[first] + label.SerializeToString())
+            (event,) = await next_events(stream, 1)
+            assert (event.type, event.pod and event.pod.raw) == (EventType.MODIFIED, kubelet.pods[first])
+            await stream.aclose()
+    finally:
+        b.close()
+        await kubelet.stop()
+
+
+def test_our_socket_is_never_the_kubelets(tmp_path: Path) -> None:
+    kubelet = tmp_path / "kubelet" / "pods-api.sock"
+    for args in (
+        ["--socket", str(kubelet)],
+        ["--run-dir", str(kubelet.parent)],
+        ["--socket", str(tmp_path / "x.sock"), "--http-socket", str(kubelet)],
+    ):
+        result = subprocess.run(
+            [PODS_API, "serve", "--kubelet-socket", str(kubelet), *args],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 2, result.stderr
+        assert f"--kubelet-socket {kubelet} is also where pods-api would serve" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_default_socket_moves_when_bridging() -> None:
+    def socket_for(*args: str) -> Path:
+        return config_from_args(_parser().parse_args(["serve", *args])).socket
+
+    assert socket_for("--fixtures", ".") == DEFAULT_SOCKET
+    assert socket_for("--kubelet-socket", str(DEFAULT_SOCKET)) == BRIDGE_SOCKET
+    assert socket_for("--kubelet-socket", str(DEFAULT_SOCKET), "--socket", "/tmp/s.sock") == Path(
+        "/tmp/s.sock"
+    )
+
+
+def test_snapshot_flag() -> None:
+    from pods_api.client import SnapshotMode
+    from pods_api.sources import SourceContext, registry
+    from pods_api.sources.kubelet_socket import KubeletSocketSource
+
+    def sources(*args: str) -> list[object]:
+        return list(registry.from_args(_parser().parse_args(["serve", *args]), SourceContext("node-1")))
+
+    (auto,) = sources("--kubelet-socket", "/k.sock")
+    (listed,) = sources("--kubelet-socket", "/k.sock", "--kubelet-snapshot", "list")
+    assert isinstance(auto, KubeletSocketSource) and auto.snapshot is SnapshotMode.AUTO
+    assert isinstance(listed, KubeletSocketSource) and listed.snapshot is SnapshotMode.LIST
+    result = subprocess.run(
+        [PODS_API, "serve", "--fixtures", ".", "--kubelet-snapshot", "list"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2 and "--kubelet-snapshot is for --kubelet-socket" in result.stderr

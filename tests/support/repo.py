@@ -1,0 +1,6 @@
+"""Where the repository's own files are, for tests that read or run them."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"

@@ -1,0 +1,127 @@
+"""A directory's first load decoded partly in worker processes (pods_api/sources/workers.py) gives
+exactly what decoding in the source's thread gives: the same pods, bytes, warnings and errors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from sourceharness import dump, pod, write
+
+from pods_api.sources import workers
+from pods_api.sources.directory import DirectorySource
+from pods_api.sources.fixtures import FixturesSource
+from pods_api.sources.manifests import ManifestDirSource
+from pods_api.sources.staticpod import CONFIG_SEEN
+
+pytestmark = pytest.mark.skipif(workers.worker_count() == 0, reason="one core: no worker processes")
+
+
+def _files(directory: Path) -> None:
+    directory.mkdir()
+    for i in range(20):
+        write(directory / f"pod-{i:02d}.yaml", dump(pod(f"web-{i}", uid=f"uid-{i}", phase="Running")))
+    write(directory / "bad.yaml", "kind: Pod\napiVersion: v1\nmetadata: [\n")
+    write(directory / "odd.yaml", dump({**pod("odd", uid="uid-odd"), "colour": "blue"}))  # a warning
+
+
+def _state(source: DirectorySource) -> dict[str, Any]:
+    """Per file: its pods' bytes (config.seen left out: it is when the pod was first seen), its
+    warnings and its error."""
+
+    def shown(pb: bytes, json_bytes: bytes) -> Any:
+        obj = orjson.loads(json_bytes)
+        obj["metadata"].get("annotations", {}).pop(CONFIG_SEEN, None)
+        return obj
+
+    return {
+        origin: ([shown(p.pb, p.json_bytes) for p in f.pods], f.warnings, f.decode_error)
+        for origin, f in source._files.items()
+    }
+
+
+@pytest.mark.parametrize("kind", ["manifests", "fixtures"])
+def test_the_first_load_in_workers_equals_the_load_in_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    directory = tmp_path / "pods"
+    _files(directory)
+
+    def make() -> DirectorySource:
+        if kind == "manifests":
+            return ManifestDirSource(directory, node_name="node-1")
+        return FixturesSource(directory)
+
+    threaded = make()
+    threaded._update(None)
+
+    monkeypatch.setattr(workers, "BULK_FILES", 1)
+    monkeypatch.setattr(workers, "CHUNK_FILES", 2)
+    pooled = make()
+    adopted: list[object] = []
+    adopt = pooled._adopt
+    monkeypatch.setattr(pooled, "_adopt", lambda state: (adopted.append(state), adopt(state)))
+    pooled._update(None)
+
+    assert len(adopted) > 0  # some chunks were decoded by a worker
+    assert _state(pooled) == _state(threaded)
+    assert "bad.yaml: not valid YAML" in (pooled._files[str(directory / "bad.yaml")].decode_error or "")
+    if isinstance(pooled, ManifestDirSource):
+        # The workers' first-seen times were adopted: decoding a file again here, as a later
+        # change would, gives the very same bytes (no spurious MODIFIED).
+        for origin, state in pooled._files.items():
+            if state.pods:
+                again, _, _ = pooled.decode_file(origin, Path(origin).read_bytes())
+                assert [p.json_bytes for p in again] == [p.json_bytes for p in state.pods]
+                assert [p.framed for p in again] == [p.framed for p in state.pods]
+
+
+def test_a_later_scan_decodes_in_the_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = tmp_path / "pods"
+    _files(directory)
+    source = ManifestDirSource(directory, node_name="node-1")
+    source._update(None)
+    monkeypatch.setattr(workers, "BULK_FILES", 1)
+    monkeypatch.setattr(source, "_adopt", lambda state: pytest.fail("a worker was used after the first load"))
+    write(directory / "pod-00.yaml", dump(pod("web-0", uid="uid-new")))
+    source._update(None)
+    assert [p.uid for p in source._files[str(directory / "pod-00.yaml")].pods] == ["uid-new"]
+
+
+@pytest.mark.parametrize("executable", ["/nonexistent/python", "/bin/true"], ids=["no start", "dies"])
+def test_a_worker_that_fails_leaves_its_files_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, executable: str
+) -> None:
+    directory = tmp_path / "pods"
+    _files(directory)
+    threaded = ManifestDirSource(directory, node_name="node-1")
+    threaded._update(None)
+    monkeypatch.setattr(workers, "BULK_FILES", 1)
+    monkeypatch.setattr(workers, "CHUNK_FILES", 2)
+    monkeypatch.setattr(sys, "executable", executable)
+    pooled = ManifestDirSource(directory, node_name="node-1")
+    pooled._update(None)
+    assert _state(pooled) == _state(threaded)
+    assert "decoding in the source's thread" in caplog.text or "the source's thread decodes" in caplog.text
+
+
+def test_a_worker_does_not_import_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon runs as root: a `yaml.py` in the directory it was started from is not code it runs."""
+    directory = tmp_path / "pods"
+    _files(directory)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "yaml.py").write_text("raise SystemExit('imported from the working directory')\n")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(workers, "BULK_FILES", 1)
+    source = ManifestDirSource(directory, node_name="node-1")
+    adopted: list[object] = []
+    adopt = source._adopt
+    monkeypatch.setattr(source, "_adopt", lambda state: (adopted.append(state), adopt(state)))
+    source._update(None)
+    assert adopted  # the worker ran, with the real yaml

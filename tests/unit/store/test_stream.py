@@ -1,0 +1,375 @@
+"""The one watch stream: its start, what a view shows of each event (masks and selectors), the
+frame cache every surface shares, and how it ends. The surfaces' own tests (test_grpc.py,
+test_gateway_watch.py) check the same stream through real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pods_api.core.query.fieldmask import parse_mask
+from pods_api.core.query.selector import parse_selector
+from pods_api.core.query.view import View
+from pods_api.core.store import cache as cache_module
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.stream import Encoding, WatchStreams, change
+from pods_api.core.store.watch import EventType, FellBehind, PodEvent, ServerStopping, WatchHub
+from pods_api.gateway import sse
+
+TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class PhaseIs:
+    """A stand-in for a parsed field selector (`status.phase=<phase>`): the stream needs only
+    a key and a predicate on the pod's JSON."""
+
+    phase: str  # "": every pod
+
+    @property
+    def key(self) -> str:
+        return f"status.phase={self.phase}" if self.phase else ""
+
+    def matches(self, pod: Mapping[str, Any]) -> bool:
+        return not self.phase or pod.get("status", {}).get("phase") == self.phase
+
+
+def pod(uid: str, phase: str = "Running", label: str = "a") -> PodVersion:
+    metadata = {"name": f"pod-{uid}", "namespace": "ns", "uid": uid, "labels": {"l": label}}
+    return PodVersion.from_json({"metadata": metadata, "status": {"phase": phase}})
+
+
+def _event(kind: EventType, version: PodVersion, view: View, revision: int | None) -> bytes:
+    return orjson.dumps([kind.name, revision, version.uid, version.masked(view).json])
+
+
+def _synced(revision: int, resumed: bool) -> bytes:
+    return orjson.dumps(["SYNCED", revision, resumed])
+
+
+# Frames a test can read: [type, revision, uid, the pod as the view shows it].
+PLAIN = Encoding("test", _event, _synced)
+
+
+def setup(capacity: int = 100) -> tuple[PodCache, WatchStreams, list[float]]:
+    cache = PodCache(WatchHub(capacity=capacity, max_watchers=10))
+    delays: list[float] = []
+    return cache, WatchStreams(cache, delays.append), delays
+
+
+async def take(frames: AsyncIterator[bytes], count: int) -> list[Any]:
+    return [orjson.loads(await asyncio.wait_for(anext(frames), TIMEOUT)) for _ in range(count)]
+
+
+RUNNING = View(selector=PhaseIs("Running"))
+
+
+def test_a_view_has_a_stable_key_and_compares_by_it() -> None:
+    mask = parse_mask("status.phase, spec.nodeName")
+    assert View.EVERYTHING.key == "" and View() == View.EVERYTHING
+    assert View(mask) == View(parse_mask("spec.nodeName,status.phase")) and View(mask).key == mask.key  # type: ignore[union-attr]
+    keys = {View(mask).key, View(mask, PhaseIs("Running")).key, View(None, PhaseIs("Running")).key, ""}
+    assert len(keys) == 4  # mask, selector, both, neither: four different caches
+    assert hash(View(mask, PhaseIs("Running"))) == hash(
+        View(parse_mask("spec.nodeName,status.phase"), PhaseIs("Running"))
+    )
+    assert View(mask, PhaseIs("")).key == View(mask).key  # a selector of everything: no selector
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        View.EVERYTHING.mask = mask  # type: ignore[misc]
+
+
+def test_views_that_differ_only_in_selector_share_a_pods_encodings() -> None:
+    version = pod("1")
+    mask = parse_mask("status.phase")
+    assert version.masked(View(mask)) is version.masked(View(mask, PhaseIs("Running")))
+    assert version.masked(View(selector=PhaseIs("Running"))).framed is version.framed
+
+
+async def test_snapshot_start_then_live_events_then_the_end() -> None:
+    cache, streams, delays = setup()
+    sink = cache.source("a")
+    sink.replace([pod("2"), pod("1")])
+    with streams.open(View.EVERYTHING) as watch:
+        frames = watch.frames(PLAIN)
+        start = await take(frames, 3)
+        assert [(f[0], f[1], f[2]) for f in start[:2]] == [("ADDED", None, "1"), ("ADDED", None, "2")]
+        assert start[2] == ["SYNCED", cache.revision, False]
+        sink.upsert(pod("1", "Failed"))
+        (live,) = await take(frames, 1)
+        assert live[:3] == ["MODIFIED", cache.revision, "1"]
+        assert len(delays) == 1 and delays[0] >= 0  # only live events count, once each
+        cache.hub.stop()
+        with pytest.raises(ServerStopping):
+            await anext(frames)
+
+
+async def test_a_joined_start_ends_with_its_marker_as_a_chunk_of_its_own() -> None:
+    """A surface that writes the start as one chunk gets the pods joined, then the marker: what
+    holds the last chunk sent until the next event (sse-starlette's loop does) holds only the
+    marker, not a copy of every pod of the start."""
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("2"), pod("1")])
+    joined = dataclasses.replace(PLAIN, name="joined", join_start=True)
+    with streams.open(View.EVERYTHING) as watch:
+        frames = watch.frames(joined)
+        pods_chunk = await asyncio.wait_for(anext(frames), TIMEOUT)
+        marker = await asyncio.wait_for(anext(frames), TIMEOUT)
+    added = [_event(EventType.ADDED, p, View.EVERYTHING, None) for p in cache.snapshot().pods]
+    assert pods_chunk == b"".join(added)
+    assert orjson.loads(marker) == ["SYNCED", cache.revision, False]
+
+
+async def test_a_start_too_large_to_keep_is_shared_while_sent_then_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Watches starting together from one snapshot send one start object, even when it is too
+    large for the snapshot to keep; once they have sent it, nothing holds it."""
+    monkeypatch.setattr(cache_module, "MEMO_BYTES", 16)
+    cache, streams, _ = setup()
+    cache.source("a").replace([pod("2"), pod("1")])
+    snapshot = cache.snapshot()
+    with streams.open(View.EVERYTHING) as a, streams.open(View.EVERYTHING) as b:
+        frames_a, frames_b = a.frames(PLAIN), b.frames(PLAIN)
+        first_a = await asyncio.wait_for(anext(frames_a), TIMEOUT)
+        first_b = await asyncio.wait_for(anext(frames_b), TIMEOUT)
+        assert first_a is first_b
+        assert len(snapshot._in_use) == 1 and len(snapshot._memo) == 0
+        await frames_a.aclose()
+        await frames_b.aclose()
+    assert len(snapshot._in_use) == 0
+
+
+async def test_a_watcher_that_falls_behind_ends_with_fell_behind() -> None:
+    cache, streams, _ = setup(capacity=1)
+    sink = cache.source("a")
+    watch = streams.open(View.EVERYTHING)
+    sink.upsert(pod("1"))
+    sink.upsert(pod("1", "Failed"))  # still holds one undelivered event: cut off
+    frames = watch.frames(PLAIN)
+    await take(frames, 1)  # the start: nothing but the marker
+    with pytest.raises(FellBehind):
+        await anext(frames)
+
+
+async def test_a_selector_turns_leaving_into_deleted_and_entering_into_added() -> None:
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("1"), pod("2", "Pending")])
+    with streams.open(RUNNING) as watch:
+        frames = watch.frames(PLAIN)
+        assert [(f[0], f[2]) for f in await take(frames, 2)] == [("ADDED", "1"), ("SYNCED", False)]
+        sink.upsert(pod("2", "Running"))  # starts matching
+        sink.upsert(pod("1", "Failed"))  # stops matching
+        sink.upsert(pod("1", "Succeeded"))  # outside, stays outside: nothing
+        sink.upsert(pod("3", "Pending"))  # added outside: nothing
+        sink.delete("1")  # deleted outside: nothing
+        sink.upsert(pod("2", "Running", label="b"))  # inside, stays inside
+        sink.delete("2")
+        got = await take(frames, 4)
+    assert [(f[0], f[2]) for f in got] == [
+        ("ADDED", "2"),
+        ("DELETED", "1"),
+        ("MODIFIED", "2"),
+        ("DELETED", "2"),
+    ]
+    # The DELETED of a pod that left carries the last version that matched, as the API server
+    # sends it, with the revision of the change that made it leave.
+    assert got[1][3]["status"] == {"phase": "Running"}
+
+
+async def test_the_selector_parser_plugs_into_a_view() -> None:
+    """core/query/selector.py's selectors are what a View carries; the stand-in above only shortens
+    the other tests."""
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("1", label="a"), pod("2", label="b")])
+    view = View(parse_mask("status.phase"), parse_selector("l=a", "status.phase=Running"))
+    assert View(None, parse_selector()) == View.EVERYTHING
+    with streams.open(view) as watch:
+        frames = watch.frames(PLAIN)
+        assert [(f[0], f[2]) for f in await take(frames, 2)] == [("ADDED", "1"), ("SYNCED", False)]
+        sink.upsert(pod("2", label="a"))  # label now matches
+        sink.upsert(pod("1", "Failed", label="a"))  # phase no longer matches
+        got = await take(frames, 2)
+    assert [(f[0], f[2], f[3]["status"]) for f in got] == [
+        ("ADDED", "2", {"phase": "Running"}),
+        ("DELETED", "1", {"phase": "Running"}),
+    ]
+
+
+async def test_a_resumed_watch_replays_through_the_view() -> None:
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("1"), pod("2", "Pending")])
+    seen = cache.revision
+    sink.upsert(pod("2", "Running"))
+    sink.upsert(pod("1", "Failed"))
+    sink.upsert(pod("1", "Unknown"))
+    with streams.open(RUNNING, since=seen) as watch:
+        assert watch.snapshot is None
+        replay = await take(watch.frames(PLAIN), 3)
+    assert [(f[0], f[1], f[2]) for f in replay] == [
+        ("ADDED", seen + 1, "2"),
+        ("DELETED", seen + 2, "1"),
+        ("SYNCED", seen + 3, True),
+    ]
+
+
+async def test_a_resume_too_old_starts_from_a_snapshot_of_the_view() -> None:
+    cache, streams, _ = setup()
+    cache.source("a").replace([pod("1"), pod("2", "Pending")])
+    with streams.open(RUNNING, since=1) as watch:
+        start = await take(watch.frames(PLAIN), 2)
+    assert [(f[0], f[2]) for f in start] == [("ADDED", "1"), ("SYNCED", False)]
+
+
+def test_a_masked_modified_that_changes_nothing_is_not_sent() -> None:
+    view = View(parse_mask("status.phase"))
+    before, after = pod("1", label="a"), pod("1", label="b")
+    hidden = PodEvent(EventType.MODIFIED, after, 7, before, 0.0)
+    assert change(hidden, view) is None
+    assert change(hidden, View.EVERYTHING) == (EventType.MODIFIED, after)
+
+
+def test_suppression_is_decided_on_the_masked_protobuf_for_every_surface() -> None:
+    """Two versions whose JSON is the same (Go prints a zero value whether it was sent or not)
+    but whose protobuf differs: the change is sent on every surface, SSE included, because a
+    gRPC client's bytes change."""
+    metadata = {"name": "a", "namespace": "ns", "uid": "1"}
+    statuses = [{"name": "c", "ready": False, "restartCount": 0, "image": "", "imageID": ""}]
+    explicit = PodVersion.from_json({"metadata": metadata, "status": {"containerStatuses": statuses}})
+    implicit = PodVersion.from_json({"metadata": metadata, "status": {"containerStatuses": [{"name": "c"}]}})
+    view = View(parse_mask("status.containerStatuses"))
+    assert implicit.masked(view).json_bytes == explicit.masked(view).json_bytes
+    assert implicit.masked(view).pb != explicit.masked(view).pb
+    _, streams, _ = setup()
+    event = PodEvent(EventType.MODIFIED, explicit, 7, implicit, 0.0)
+    assert change(event, view) == (EventType.MODIFIED, explicit)
+    assert streams.frame(event, sse.ENCODING, view) is not None
+
+
+async def test_each_frame_is_made_once_per_revision_encoding_and_view() -> None:
+    made: list[tuple[str, int | None, str]] = []
+
+    def counting(name: str) -> Encoding:
+        def event(kind: EventType, version: PodVersion, view: View, revision: int | None) -> bytes:
+            made.append((name, revision, view.key))
+            return _event(kind, version, view, revision)
+
+        return Encoding(name, event, _synced)
+
+    one, two = counting("one"), counting("two")
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod("1")])
+    masked = View(parse_mask("status.phase"))
+    opened = [
+        (streams.open(view), enc)
+        for view in (View.EVERYTHING, View.EVERYTHING, masked, masked)
+        for enc in (one, two)
+    ]
+    watches = [watch for watch, _ in opened]
+    streams_of = [watch.frames(enc) for watch, enc in opened]
+    for frames in streams_of:
+        await take(frames, 2)
+    assert len(made) == 4  # the snapshot: once per (snapshot, encoding, view), not per watcher
+    made.clear()
+    sink.upsert(pod("1", "Failed"))
+    for frames in streams_of:
+        await take(frames, 1)
+    revision = cache.revision
+    assert sorted(made) == sorted((n, revision, k) for n in ("one", "two") for k in ("", "status.phase"))
+    for watch in watches:
+        watch.close()
+
+
+# -- the property: a client applying the stream holds exactly the view -----------------------
+
+_UIDS = ("1", "2", "3")
+_PHASES = ("Pending", "Running", "Failed")
+_OPS = st.one_of(
+    st.tuples(st.just("upsert"), st.sampled_from(_UIDS), st.sampled_from(_PHASES), st.sampled_from("ab")),
+    st.tuples(st.just("delete"), st.sampled_from(_UIDS), st.just(""), st.just("")),
+)
+_VIEWS = st.sampled_from(
+    [
+        View.EVERYTHING,
+        View(parse_mask("status.phase")),
+        View(parse_mask("metadata.labels")),
+        RUNNING,
+        View(parse_mask("metadata.labels"), PhaseIs("Running")),
+    ]
+)
+
+
+def _apply(sink: Any, op: tuple[str, str, str, str]) -> None:
+    kind, uid, phase, label = op
+    if kind == "upsert":
+        sink.upsert(pod(uid, phase, label))
+    else:
+        sink.delete(uid)
+
+
+def _pb_frames(kind: EventType, version: PodVersion, view: View, revision: int | None) -> bytes:
+    return orjson.dumps([kind.name, version.uid, version.masked(view).pb.hex()])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    view=_VIEWS, before=st.lists(_OPS, max_size=8), after=st.lists(_OPS, max_size=25), resume=st.booleans()
+)
+def test_a_client_applying_the_stream_holds_exactly_the_view(
+    view: View, before: list[Any], after: list[Any], resume: bool
+) -> None:
+    encoding = Encoding("pb", _pb_frames, lambda revision, resumed: orjson.dumps(["SYNCED", resumed]))
+
+    async def scenario() -> None:
+        cache, streams, _ = setup(capacity=1000)
+        sink = cache.source("a")
+        held: dict[str, str] = {}
+        since, ops = None, before
+        if resume:  # a client that held the view at some revision, and resumes from there
+            for op in before[: len(before) // 2]:
+                _apply(sink, op)
+            since = cache.revision
+            held = {p.uid: p.masked(view).pb.hex() for p in view.select(cache.snapshot().pods)}
+            ops = before[len(before) // 2 :]
+        for op in ops:
+            _apply(sink, op)
+        watch = streams.open(view, since)
+        for op in after:
+            _apply(sink, op)
+        sink.upsert(pod("end", "Running"))  # every view shows this pod come and go: the end
+        sink.delete("end")
+        frames = watch.frames(encoding)
+        while True:
+            kind, *rest = orjson.loads(await asyncio.wait_for(anext(frames), TIMEOUT))
+            if kind == "SYNCED":
+                assert rest == [resume]  # the ring holds every event since: a replay
+                continue
+            uid, data = rest
+            if kind == "ADDED":
+                assert uid not in held
+                held[uid] = data
+            elif kind == "MODIFIED":
+                assert held[uid] != data  # never a change the view does not show
+                held[uid] = data
+            else:
+                del held[uid]
+                if uid == "end":
+                    break
+        watch.close()
+        want = {p.uid: p.masked(view).pb.hex() for p in view.select(cache.snapshot().pods)}
+        assert held == want
+
+    asyncio.run(scenario())

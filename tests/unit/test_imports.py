@@ -1,0 +1,124 @@
+"""The import graph of the pods_api package: no cycles, and the gateway without gRPC's server."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from repo import ROOT
+
+PACKAGES = {"pods_api": ROOT / "pods_api"}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (generated protobuf modules included)."""
+    found: dict[str, Path] = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _never_imported(node: ast.If) -> bool:
+    """`if TYPE_CHECKING:` never runs; `if __name__ == "__main__":` runs only in a module run as a
+    script, which is a module object of its own (`__main__`) and so closes no cycle."""
+    test = node.test
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__":
+        return any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules this one imports when it runs: at the top or inside a function
+    (a lazy import hides a cycle, it does not remove it); not in blocks that never run on import."""
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _never_imported(node)
+               for stmt in node.body for n in ast.walk(stmt)}  # fmt: skip
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            # `from package import module` imports that module; `from module import name` the module.
+            targets = [
+                f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module for a in node.names
+            ]
+        else:
+            continue
+        found.update(t for t in targets if t in modules and t != name)
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, as the modules along it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def test_the_walker_sees_lazy_imports_and_finds_cycles() -> None:
+    graph = import_graph()
+    # pods_api/serve/cli.py imports the server inside main(): the walk must see it.
+    assert "pods_api.serve.process" in graph["pods_api.serve.cli"]
+    assert "pods_api.core.assembly" in graph["pods_api.gateway.pods"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_package_imports_have_no_cycle() -> None:
+    cycle = _cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_the_gateway_imports_no_grpc_server_and_no_composition_root() -> None:
+    """The gateway runs on a Core (core/assembly.py); it does not drag in the gRPC surface."""
+    probe = "import sys, pods_api.gateway.app; print('\\n'.join(sorted(sys.modules)))"
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+        ).stdout.split()
+    )
+    assert "pods_api.gateway.app" in loaded
+    assert not loaded & {
+        "pods_api.serve.process",
+        "pods_api.core.grpc.server",
+        "grpc._server",
+        "grpc.aio._server",
+    }
+    assert not [m for m in loaded if m.startswith("pods_api.core.grpc")]
