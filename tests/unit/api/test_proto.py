@@ -18,7 +18,7 @@ def test_generated_modules_are_fresh(tmp_path: Path) -> None:
     fresh = {p.name: p.read_text() for p in tmp_path.iterdir() if p.suffix in (".py", ".pyi")}
     committed = {
         p.name: p.read_text()
-        for p in (ROOT / "core" / "pb").iterdir()
+        for p in (ROOT / "pods_api" / "core" / "api" / "pb").iterdir()
         if p.suffix in (".py", ".pyi") and p.name != "__init__.py"
     }
     assert sorted(fresh) == sorted(committed), "run: python proto/generate.py"
@@ -41,7 +41,7 @@ def test_every_proto_with_a_service_has_grpc_stubs() -> None:
     """Stubs follow what a file declares, not its name: a new service file gets them too."""
     import importlib
 
-    pb = ROOT / "core" / "pb"
+    pb = ROOT / "pods_api" / "core" / "api" / "pb"
     with_services = set()
     for path in pb.glob("*_pb2.py"):
         module = importlib.import_module(f"pods_api.core.api.pb.{path.stem}")

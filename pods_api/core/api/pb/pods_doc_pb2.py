@@ -24,6 +24,8 @@ _sym_db = _symbol_database.Default()
 
 from pods_api.core.api.pb import k8s_core_v1_pb2 as k8s__core__v1__pb2
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pods__v1alpha1__pb2
+
+
 DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0epods_doc.proto\x1a\x11k8s_core_v1.proto\x1a\x13pods_v1alpha1.proto\"\x10\n\x0ePodListRequest\"8\n\x0fPodListResponse\x12%\n\x04pods\x18\x01 \x03(\x0b\x32\x17.k8s.io.api.core.v1.Pod\"\x1f\n\rPodGetRequest\x12\x0e\n\x06podUID\x18\x01 \x01(\t\"6\n\x0ePodGetResponse\x12$\n\x03pod\x18\x01 \x01(\x0b\x32\x17.k8s.io.api.core.v1.Pod\"\x11\n\x0fPodWatchRequest\"[\n\x10PodWatchResponse\x12$\n\x03pod\x18\x01 \x01(\x0b\x32\x17.k8s.io.api.core.v1.Pod\x12!\n\x04type\x18\x02 \x01(\x0e\x32\x13.v1alpha1.EventType2\x9a\x01\n\x04Pods\x12/\n\x08ListPods\x12\x0f.PodListRequest\x1a\x10.PodListResponse\"\x00\x12+\n\x06GetPod\x12\x0e.PodGetRequest\x1a\x0f.PodGetResponse\"\x00\x12\x34\n\tWatchPods\x12\x10.PodWatchRequest\x1a\x11.PodWatchResponse\"\x00\x30\x01\x42\rZ\x0bpodsapi/docb\x06proto3')
 
 _globals = globals()

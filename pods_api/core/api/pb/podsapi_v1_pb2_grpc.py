@@ -5,6 +5,7 @@ import warnings
 
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pods__v1alpha1__pb2
 from pods_api.core.api.pb import podsapi_v1_pb2 as podsapi__v1__pb2
+
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
