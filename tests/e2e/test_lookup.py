@@ -35,7 +35,7 @@ from nodepods import (
     uid,
     write,
 )
-from repo import ROOT
+from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
 
 from pods_api import pod_from_bytes
@@ -480,15 +480,15 @@ def test_lookups_are_rate_limited_and_wait_for_readiness(tmp_path: Path) -> None
             )
 
 
-# -- the README's grpcurl lines, as written -----------------------------------------------------
+# -- docs/grpc-api.md's grpcurl lines, as written -----------------------------------------------------
 
 GRPCURL = shutil.which("grpcurl")
 
 
 def readme_grpcurl_lines() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"### Our extension: `podsapi.v1.PodLookup`\n.*?```sh\n(.*?)```", text, re.S)
-    assert block is not None, "README.md does not show PodLookup with grpcurl"
+    text = (DOCS / "grpc-api.md").read_text()
+    block = re.search(r"## Our extension: `podsapi.v1.PodLookup`\n.*?```sh\n(.*?)```", text, re.S)
+    assert block is not None, "docs/grpc-api.md does not show PodLookup with grpcurl"
     return [line for line in block.group(1).splitlines() if line.startswith("grpcurl")]
 
 

@@ -1,5 +1,7 @@
-"""The README's cookbook, run as written (bash, curl, jq) against `pods-api serve` with the
-example fixtures, so the commands people copy are the commands that work."""
+"""The README's and docs/'s commands, run as written (bash, curl, jq, grpcurl, the client
+commands) against `pods-api serve` with the example fixtures, so the commands people copy are
+the commands that work; every shell block is run here, run by a named test, or marked as not
+runnable with the reason."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from repo import ROOT
+from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes
@@ -239,9 +241,9 @@ def test_the_retry_recipe_waits_for_readiness(tmp_path: Path) -> None:
     assert body["kind"] == "PodList" and len(body["items"]) == len(example_names())
 
 
-def test_the_readme_python_snippet_runs(server: Served, tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"### From Python \(grpcio\)\n.*?```python\n(.*?)```", text, re.S)
+def test_the_grpcio_snippet_runs(server: Served, tmp_path: Path) -> None:
+    text = (DOCS / "clients.md").read_text()
+    block = re.search(r"## From Python \(grpcio\)\n.*?```python\n(.*?)```", text, re.S)
     assert block is not None
     script = tmp_path / "snippet.py"
     script.write_text(block.group(1).replace("unix:run/pods-api.sock", server.target))
@@ -271,9 +273,9 @@ _CLOCK = re.compile(r"\b\d+(\.\d+)? ms\b|\b\d+[smhdy](\d+[smhd])?\b")
 
 def client_sessions() -> list[tuple[str, str]]:
     """(command, shown output) for each `$ ` line of the console block under the client commands."""
-    text = (ROOT / "README.md").read_text()
+    text = (DOCS / "clients.md").read_text()
     block = re.search(r"## The client commands\n.*?```console\n(.*?)```", text, re.S)
-    assert block is not None, "README.md shows no client commands"
+    assert block is not None, "docs/clients.md shows no client commands"
     sessions: list[tuple[str, list[str]]] = []
     for line in block.group(1).splitlines():
         if line.startswith("$ "):
@@ -287,7 +289,7 @@ def _unclocked(text: str) -> list[list[str]]:
     return [_CLOCK.sub("T", line).split() for line in text.splitlines()]
 
 
-def test_client_commands_print_what_the_readme_shows(tmp_path: Path) -> None:
+def test_client_commands_print_what_the_docs_show(tmp_path: Path) -> None:
     sessions = client_sessions()
     exports = [c for c, _ in sessions if c.startswith("export ")]
     assert exports == ["export PODS_API_SOCKET=run/pods-api.sock"]
@@ -297,7 +299,7 @@ def test_client_commands_print_what_the_readme_shows(tmp_path: Path) -> None:
                 continue
             result = subprocess.run(
                 ["bash", "-o", "pipefail", "-c", f"{'; '.join(exports)}; {command}"],
-                cwd=tmp_path,  # the README's relative run/pods-api.sock
+                cwd=tmp_path,  # the docs' relative run/pods-api.sock
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT,
@@ -314,46 +316,67 @@ _MARK = re.compile(r"<!-- (not run|run by):? (.*?) -->\s*\Z")
 SHELLS = ("sh", "bash", "shell", "console")
 
 
-def shell_blocks() -> list[tuple[int, str, str | None, str]]:
-    """(line number, body, marker kind or None, marker text) of each shell block of README.md.
+def documents() -> list[Path]:
+    """README.md and every document under docs/ (perf notes included)."""
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
-    A block is run by `test_readme_shell_block` unless the line before it says otherwise:
+
+def shell_blocks() -> list[tuple[str, int, str, str | None, str]]:
+    """(file, line number, body, marker kind or None, marker text) of each shell block of the
+    README and the docs.
+
+    A block is run by `test_shell_block` unless the line before it says otherwise:
     `<!-- not run: why -->`, or `<!-- run by tests/FILE.py::TEST[, TEST...] -->` (tests that run
     it with assertions of their own)."""
-    text = (ROOT / "README.md").read_text()
     blocks = []
-    for fence in _FENCE.finditer(text):
-        if fence.group(1) not in SHELLS:
-            continue
-        mark = _MARK.search(text[: fence.start()].rstrip("\n").rsplit("\n", 1)[-1])
-        line = text.count("\n", 0, fence.start()) + 1
-        kind, note = (mark.group(1), mark.group(2)) if mark else (None, "")
-        blocks.append((line, fence.group(2), kind, note))
+    for path in documents():
+        text = path.read_text()
+        for fence in _FENCE.finditer(text):
+            if fence.group(1) not in SHELLS:
+                continue
+            mark = _MARK.search(text[: fence.start()].rstrip("\n").rsplit("\n", 1)[-1])
+            line = text.count("\n", 0, fence.start()) + 1
+            kind, note = (mark.group(1), mark.group(2)) if mark else (None, "")
+            blocks.append((str(path.relative_to(ROOT)), line, fence.group(2), kind, note))
     return blocks
 
 
-def test_readme_shell_blocks_are_all_accounted_for() -> None:
+def test_shell_blocks_are_all_accounted_for() -> None:
     """Each block marked as run by a test names a test that exists; each 'not run' says why."""
     blocks = shell_blocks()
-    assert len(blocks) >= 8
-    for line, _, kind, note in blocks:
+    assert len({name for name, *_ in blocks}) >= 5, "the docs' shell blocks are not found"
+    for name, line, _, kind, note in blocks:
+        where = f"{name}:{line}"
         if kind == "not run":
-            assert len(note) > 10, f"README.md:{line}: say why it is not run"
+            assert len(note) > 10, f"{where}: say why it is not run"
         elif kind == "run by":  # tests/FILE.py::TEST[, TEST...]
             path, _, names = note.partition("::")
+            assert (ROOT / path).is_file(), f"{where}: {path} does not exist"
             source = (ROOT / path).read_text()
-            for name in names.split(", "):
-                assert f"def {name}(" in source, f"README.md:{line}: {path}::{name} does not exist"
+            for test in names.split(", "):
+                assert f"def {test}(" in source, f"{where}: {path}::{test} does not exist"
+
+
+def test_the_named_tests_read_the_blocks_they_run() -> None:
+    """A test named as running a block reads the document that holds it: a block moved to
+    another file must not leave its test reading nothing."""
+    for name, line, _, kind, note in shell_blocks():
+        if kind == "run by":
+            path = note.partition("::")[0]
+            doc = f'"{Path(name).name}"'  # as the test names it: DOCS / "clients.md"
+            assert doc in (ROOT / path).read_text(), f"{name}:{line}: {path} never reads {name}"
 
 
 def runnable_blocks() -> list[Any]:
     return [
-        pytest.param(body, id=f"README.md:{line}") for line, body, kind, _ in shell_blocks() if kind is None
+        pytest.param(body, id=f"{name}:{line}")
+        for name, line, body, kind, _ in shell_blocks()
+        if kind is None
     ]
 
 
 @pytest.mark.parametrize("body", runnable_blocks())
-def test_readme_shell_block(server: Served, body: str) -> None:
+def test_shell_block(server: Served, body: str) -> None:
     """An unmarked block runs as one bash script (`set -euo pipefail`) in a directory where
     `run/` is a served `--fixtures examples/fixtures --run-dir run` and `examples/` is this
     repository's; it succeeds, writes no error, and names an example pod. A block that follows
@@ -441,11 +464,11 @@ def test_node_example_names_what_failed(tmp_path: Path, node_example: Path) -> N
     assert result.stderr.startswith(f"ListPods on {tmp_path / 'absent.sock'}: UNAVAILABLE"), result.stderr
 
 
-def test_the_readme_node_snippet_is_the_example() -> None:
-    """The README's JavaScript is condensed from examples/node/list_pods.js: every line is in it."""
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"### From Node\.js\n.*?```js\n(.*?)```", text, re.S)
-    assert block is not None, "README.md has no Node snippet"
+def test_the_node_snippet_is_the_example() -> None:
+    """docs/clients.md's JavaScript is condensed from examples/node/list_pods.js: every line is in it."""
+    text = (DOCS / "clients.md").read_text()
+    block = re.search(r"## From Node\.js\n.*?```js\n(.*?)```", text, re.S)
+    assert block is not None, "docs/clients.md has no Node snippet"
     source = {line.strip() for line in (NODE_EXAMPLE / "list_pods.js").read_text().splitlines()}
     missing = [line for line in block.group(1).splitlines() if line.strip() not in source | {"// ..."}]
     assert missing == []

@@ -4,3 +4,5 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+# The documentation beside README.md: each topic's text, which tests run as written.
+DOCS = ROOT / "docs"
