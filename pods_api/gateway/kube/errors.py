@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from pods_api.core.api.status import Code, StatusError
 from pods_api.gateway.admission import end_stream
+
 JSON = "application/json"
 
 # gRPC code of a core error -> (HTTP status, Kubernetes StatusReason).

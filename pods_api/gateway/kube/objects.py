@@ -22,11 +22,12 @@ from typing import Any
 import orjson
 
 from pods_api import __version__
-from pods_api.core.store.cache import Snapshot
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.api.printer import POD_COLUMNS, IncludeObject, pod_table
 from pods_api.core.query.view import View
+from pods_api.core.store.cache import Snapshot
+from pods_api.core.store.pod import PodVersion
 from pods_api.gateway.kube.errors import bad_request
+
 # The ObjectMeta fields Go writes before resourceVersion (ObjectMeta field order): all plain
 # strings, so the cached JSON's bytes up to resourceVersion are these keys' own encoding.
 _BEFORE_RESOURCE_VERSION = ("name", "generateName", "namespace", "selfLink", "uid")

@@ -8,6 +8,9 @@ entering it ADDED), the snapshot or resume, and the frame cache are core/store/s
 event's object carries the revision of that event as `metadata.resourceVersion`; a snapshot's
 ADDED carry each pod's own revision. So a client that resumes from the last resourceVersion it
 saw gets exactly the events after it.
+
+`respond` is the Watch call: its parameters checked as the API server checks them, then the
+stream.
 """
 
 from __future__ import annotations
@@ -19,17 +22,23 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 
-from starlette.responses import StreamingResponse
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.api.printer import IncludeObject
 from pods_api.core.api.status import Code
-from pods_api.core.store.stream import Encoding, Watch
+from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
-from pods_api.core.store.watch import EventType, WatchEnded
-from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, pod_bytes, table
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.stream import Encoding, Watch
+from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
+from pods_api.gateway import formats
 from pods_api.gateway.admission import end_stream
+from pods_api.gateway.kube import params
+from pods_api.gateway.kube.errors import KubeError, bad_request, expired, too_large
+from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, error_event, pod_bytes, table
+
 log = logging.getLogger(__name__)
 
 # A watch without timeoutSeconds ends after a random time in [1800, 3600) s, as the API server's
@@ -37,6 +46,8 @@ log = logging.getLogger(__name__)
 MIN_REQUEST_TIMEOUT = 1800.0
 # A client whose socket has not taken a write for this long is gone or stuck (as for SSE).
 SEND_TIMEOUT = 30.0
+# A watch slot frees only when another watch ends: retrying every second is pointless.
+WATCH_LIMIT_RETRY_AFTER = 5.0
 
 
 def _event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
@@ -154,3 +165,76 @@ class WatchResponse(StreamingResponse):
             log.warning("closing a Kubernetes watch whose client took nothing for %.0f s", SEND_TIMEOUT)
         finally:
             self._watch.close()
+
+
+def respond(core: Core, request: Request, namespace: str | None) -> Response:
+    """The watch a request asks for, from where its resourceVersion and sendInitialEvents say."""
+    view, media = params.view(request, namespace), params.accepted(request)
+    revision, match = params.revision(request), params.revision_match(request)
+    initial = params.flag(request, "sendInitialEvents")
+    bookmarks = params.flag(request, "allowWatchBookmarks") or False
+    timeout = params.count(request, "timeoutSeconds")
+    _check_initial_events(initial, match, bookmarks)
+    current = core.cache.revision
+    if revision and revision > current:
+        raise too_large(revision, current)
+    since: int | None = None  # a snapshot's ADDED first
+    if initial is False:
+        since = current  # NotOlderThan: no initial events, from now (already >= revision)
+    elif initial is None and revision:
+        if core.cache.events_since(revision) is None:
+            return _expired(revision, current)
+        since = revision
+    encoding = INITIAL_EVENTS if initial else JSON
+    if media == params.TABLE:
+        encoding = table_encoding(params.include(request))
+    watch = _open(core, view, since)
+    frames = events(
+        watch,
+        encoding,
+        request.scope,
+        seconds=float(timeout) if timeout else default_timeout(),
+        bookmarks=core.config.heartbeat if bookmarks else None,
+        revision=lambda: core.cache.revision,
+        headers_first=media == params.TABLE,
+    )
+    return WatchResponse(frames, watch)
+
+
+def _check_initial_events(initial: bool | None, match: str, bookmarks: bool) -> None:
+    """sendInitialEvents, resourceVersionMatch and allowWatchBookmarks, as the API server
+    validates them together."""
+    if initial is None:
+        if match:
+            raise bad_request(
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                "sendInitialEvents is provided"
+            )
+        return
+    if match != "NotOlderThan":
+        raise bad_request(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless "
+            "resourceVersionMatch is set to NotOlderThan"
+        )
+    if initial and not bookmarks:
+        raise bad_request(
+            "allowWatchBookmarks: Forbidden: allowWatchBookmarks must be set to true when "
+            "sendInitialEvents is set to true"
+        )
+
+
+def _open(core: Core, view: View, since: int | None) -> Watch:
+    try:
+        return core.streams.open(view, since)
+    except TooManyWatchers as exc:
+        raise KubeError(429, "TooManyRequests", str(exc), retry_after=WATCH_LIMIT_RETRY_AFTER) from None
+    except ServerStopping as exc:
+        raise KubeError(503, "ServiceUnavailable", str(exc)) from None
+
+
+def _expired(revision: int, current: int) -> Response:
+    """What the API server's watch cache answers for a revision it no longer holds: 200 and
+    one ERROR event, 410 Expired (client-go's reflector relists; the Python client raises
+    ApiException(410))."""
+    status = expired(f"too old resource version: {revision} ({current})")
+    return Response(error_event(status.body()), media_type=formats.JSON)

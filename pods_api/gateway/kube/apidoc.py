@@ -1,0 +1,82 @@
+"""The Kubernetes routes in the OpenAPI document: the query parameters they read by hand
+(gateway/kube/params.py parses them as the API server does: Go's booleans, unknown ones
+ignored, so they are documented here rather than declared as typed parameters) and what they
+answer, a meta/v1 Status for every error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _query(name: str, kind: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": {"type": kind},
+        "description": description,
+    }
+
+
+LIST_PARAMETERS = [
+    _query("labelSelector", "string", "Kubernetes label selector (`app=web,tier!=db`, `env in (a,b)`)."),
+    _query("fieldSelector", "string", "Kubernetes field selector, on the fields the API server allows."),
+    _query("limit", "integer", "At most this many pods; `metadata.continue` fetches the rest."),
+    _query("continue", "string", "The `metadata.continue` of the previous page."),
+    _query("resourceVersion", "string", "pods-api's revision: list at least this new; watch after it."),
+    _query("resourceVersionMatch", "string", "`NotOlderThan` or `Exact`."),
+    _query("watch", "boolean", "Stream events, one JSON object per line."),
+    _query("allowWatchBookmarks", "boolean", "Watch: send BOOKMARK events."),
+    _query("sendInitialEvents", "boolean", "Watch: the current pods first, ended by an annotated BOOKMARK."),
+    _query("timeoutSeconds", "integer", "Watch: end after this many seconds."),
+    _query("includeObject", "string", "Tables: `None`, `Metadata` (default) or `Object`."),
+    _query("pretty", "boolean", "Indented JSON."),
+]
+
+STATUS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A Kubernetes meta/v1 Status: the error body of every Kubernetes path.",
+    "required": ["kind", "apiVersion", "status", "message", "reason", "code"],
+    "properties": {
+        "kind": {"type": "string", "enum": ["Status"]},
+        "apiVersion": {"type": "string", "enum": ["v1"]},
+        "metadata": {"type": "object"},
+        "status": {"type": "string", "enum": ["Failure"]},
+        "message": {"type": "string"},
+        "reason": {"type": "string"},
+        "details": {"type": "object"},
+        "code": {"type": "integer"},
+    },
+}
+_STATUS_WHEN = {
+    400: "BadRequest: a bad selector or parameter",
+    404: "NotFound",
+    406: "NotAcceptable: only protobuf was acceptable",
+    410: "Expired: the resourceVersion or continue token is older than what is kept",
+    429: "TooManyRequests (Retry-After)",
+    503: "ServiceUnavailable: the pod sources have not synced yet (Retry-After)",
+    504: "Timeout: a resourceVersion newer than the cache's",
+}
+
+
+def _responses(ok: str, schema: str | None, *errors: int) -> dict[int | str, dict[str, Any]]:
+    body = {"$ref": f"#/components/schemas/{schema}"} if schema else {"type": "object"}
+    docs: dict[int | str, dict[str, Any]] = {
+        200: {"description": ok, "content": {"application/json": {"schema": body}}}
+    }
+    for code in errors:
+        docs[code] = {
+            "description": _STATUS_WHEN[code],
+            "content": {"application/json": {"schema": STATUS_SCHEMA}},
+        }
+    return docs
+
+
+LIST_DOC = (
+    "A PodList (pods-api's revisions as resourceVersions), a meta.k8s.io/v1 Table with "
+    "`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, or with `watch=1` newline-delimited "
+    '`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}` events.'
+)
+LIST_RESPONSES = _responses(LIST_DOC, "io.k8s.api.core.v1.PodList", 400, 406, 410, 429, 503, 504)
+GET_RESPONSES = _responses("The Pod, or a Table.", "io.k8s.api.core.v1.Pod", 404, 406, 429, 503)
+DISCOVERY_RESPONSES = _responses("The discovery document.", None)

@@ -1,0 +1,155 @@
+"""What a request of the Kubernetes view asks for, read as the API server reads it: Go's booleans,
+non-negative integers, resourceVersion and its match, label and field selectors, `Accept` in the
+client's order, `includeObject`; and the answer rendered in the form it negotiated.
+
+Each reader raises a 400 Status (`bad_request`) naming the parameter and echoing the value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from pods_api.core.api.printer import IncludeObject
+from pods_api.core.query.selector import SelectorError, parse_selector
+from pods_api.core.query.view import View
+from pods_api.gateway import formats
+from pods_api.gateway.kube.errors import KubeError, bad_request
+
+# The third form this view serves, beside formats.JSON and formats.YAML: a meta.k8s.io/v1 Table.
+TABLE = "table"
+# strconv.ParseBool's words: the API server reads boolean parameters with it.
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+_NOT_ACCEPTABLE = (
+    "only the following media types are accepted: application/json, application/yaml, "
+    "application/json;as=Table;v=v1;g=meta.k8s.io"
+)
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+_JSON_TYPES = ("application/json", "application/*", "*/*")
+_ZERO_Q = ("0", "0.0", "0.00", "0.000")
+# A client's value is echoed in an error only this far: enough to recognise it, and a 1 MB
+# value never makes the Status itself large.
+ECHO_LIMIT = 128
+
+
+def echo(value: str) -> str:
+    return value if len(value) <= ECHO_LIMIT else f"{value[:ECHO_LIMIT]}… ({len(value)} characters)"
+
+
+def flag(request: Request, name: str) -> bool | None:
+    """A boolean parameter; None when absent or empty."""
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if value in _GO_TRUE:
+        return True
+    if value in _GO_FALSE:
+        return False
+    raise bad_request(f'{name}: Invalid value: "{echo(value)}": must be a boolean')
+
+
+def count(request: Request, name: str) -> int | None:
+    """A non-negative integer parameter; None when absent or empty."""
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise bad_request(f'{name}: Invalid value: "{echo(value)}": must be an integer') from None
+    if number < 0:
+        raise bad_request(f"{name}: Invalid value: {number}: must be greater than or equal to 0")
+    return number
+
+
+def revision(request: Request) -> int | None:
+    """resourceVersion: None when absent or "" (most recent), 0 for "0" (any)."""
+    value = request.query_params.get("resourceVersion")
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise bad_request(f'resourceVersion: Invalid value: "{echo(value)}": must be an integer') from None
+    if number < 0:
+        raise bad_request(f'resourceVersion: Invalid value: "{echo(value)}": must be non-negative')
+    return number
+
+
+def revision_match(request: Request) -> str:
+    """resourceVersionMatch: "", "Exact" or "NotOlderThan"."""
+    match = request.query_params.get("resourceVersionMatch", "")
+    if match not in ("", "Exact", "NotOlderThan"):
+        raise bad_request(
+            f'resourceVersionMatch: Unsupported value: "{echo(match)}": '
+            'supported values: "Exact", "NotOlderThan"'
+        )
+    return match
+
+
+def view(request: Request, namespace: str | None) -> View:
+    """The selectors; the namespace of the path is one more field requirement."""
+    labels = request.query_params.get("labelSelector", "")
+    fields = request.query_params.get("fieldSelector", "")
+    if namespace is not None:
+        fields = ",".join(filter(None, [fields, f"metadata.namespace={namespace}"]))
+    try:
+        return View(selector=parse_selector(labels, fields))
+    except SelectorError as exc:
+        raise bad_request(str(exc)) from None
+
+
+def accepted(request: Request) -> str:
+    """JSON, YAML or TABLE: the first the Accept header lists that this view serves (the API
+    server's order: the client's), skipping what it does not (protobuf, other `as=` forms)."""
+    accept = request.headers.get("accept")
+    if not accept:
+        return formats.JSON
+    for part in accept.split(","):
+        media = _acceptable(part)
+        if media is not None:
+            return media
+    raise KubeError(406, "NotAcceptable", _NOT_ACCEPTABLE)
+
+
+def _acceptable(part: str) -> str | None:
+    """What one entry of Accept asks for, if this view serves it."""
+    media, *raw = (p.strip() for p in part.split(";"))
+    params = dict(p.partition("=")[::2] for p in raw)
+    media = media.lower()
+    if params.get("q", "1").strip() in _ZERO_Q:
+        return None
+    if media in _JSON_TYPES:
+        conversion = params.get("as")
+        if conversion is None:
+            return formats.JSON
+        if (
+            conversion == "Table"
+            and params.get("g") == "meta.k8s.io"
+            and params.get("v") in ("v1", "v1beta1")
+        ):
+            return TABLE
+    elif media in _YAML_TYPES and "as" not in params:
+        return formats.YAML
+    return None
+
+
+def include(request: Request) -> IncludeObject:
+    """includeObject of a Table: None, Metadata (the default) or Object."""
+    value = request.query_params.get("includeObject") or "Metadata"
+    if value not in ("None", "Metadata", "Object"):
+        raise bad_request(f'unrecognized includeObject value: "{echo(value)}"')
+    return cast(IncludeObject, value)
+
+
+def render(request: Request, obj: Any, media: str) -> Response:
+    """`obj` as YAML, or JSON (indented with `pretty`)."""
+    if media == formats.YAML:
+        return Response(formats.render(obj, formats.Format.YAML), media_type=formats.YAML)
+    if flag(request, "pretty"):
+        return Response(formats.render(obj, formats.Format.PRETTY), media_type=formats.JSON)
+    return Response(orjson.dumps(obj), media_type=formats.JSON)
