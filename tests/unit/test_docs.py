@@ -82,6 +82,15 @@ def test_every_named_path_exists(doc: Path) -> None:
 
 
 @pytest.mark.parametrize("doc", documents(), ids=_ids(documents()))
+def test_every_named_module_exists(doc: Path) -> None:
+    """A module named by its file alone (`kubelet_socket.py`, `cri/status.py`) is somewhere."""
+    named = set(re.findall(r"`((?:\w+/)*\w+\.py)`", doc.read_text()))
+    kept = {str(p.relative_to(ROOT)) for p in ROOT.glob("**/*.py") if ".venv" not in p.parts}
+    missing = sorted(n for n in named if not any(k == n or k.endswith("/" + n) for k in kept))
+    assert missing == [], f"{doc.relative_to(ROOT)} names modules that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("doc", documents(), ids=_ids(documents()))
 def test_the_docs_speak_of_the_code_not_of_tickets(doc: Path) -> None:
     """Documentation says what is and why; which ticket asked for it is the history's job."""
     named = re.findall(r"\bissue \d+", doc.read_text(), re.I)

@@ -122,3 +122,21 @@ def test_the_gateway_imports_no_grpc_server_and_no_composition_root() -> None:
         "grpc.aio._server",
     }
     assert not [m for m in loaded if m.startswith("pods_api.core.grpc")]
+
+
+def test_only_serve_puts_the_surfaces_and_the_sources_together() -> None:
+    """pods_api/serve/ is the composition root: no other module is in, or imports from, more than
+    one of the gRPC surface, the gateway and the sources, so each can be read and tested alone."""
+    parts = ("pods_api.core.grpc", "pods_api.gateway", "pods_api.sources")
+
+    def part(module: str) -> str | None:
+        return next((p for p in parts if module == p or module.startswith(p + ".")), None)
+
+    mixed = {}
+    for module, imported in import_graph().items():
+        if module.startswith("pods_api.serve"):
+            continue
+        joined = {part(m) for m in {module, *imported}} - {None}
+        if len(joined) > 1:
+            mixed[module] = sorted(str(p) for p in joined)
+    assert mixed == {}, f"only pods_api.serve may join these: {mixed}"
