@@ -28,6 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seeds for the randomized invariant driver (tests/e2e/test_invariant.py); a few run by default",
     )
     group.addoption("--first-seed", type=int, default=0, help="the first of those seeds")
+    group.addoption(
+        "--changes",
+        type=int,
+        default=0,
+        help="file changes per seed for the invariant driver (0: its short default run)",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -15,6 +15,7 @@ import socket
 import stat
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -589,9 +590,36 @@ def test_a_grpc_stream_that_reads_nothing_is_ended_after_the_send_timeout(
                     )
                 )
                 assert first.type == 0
+            # The stalled client reads again: what was on its way, then the status that ends it
+            # (grpc.aio sent none once the handler was cancelled: it waited for ever).
+            assert ending_status(call) == grpc.StatusCode.RESOURCE_EXHAUSTED
         finally:
             channel.close()
     assert_no_traceback(served)
+
+
+def ending_status(call: Any, within: float = TIMEOUT) -> grpc.StatusCode | None:
+    """The status a stream ends with once its client reads everything, None if it is still open
+    after `within` (a safety net: it ends long before)."""
+    ended: list[grpc.StatusCode] = []
+
+    def read() -> None:
+        try:
+            for _ in call:
+                pass
+        except grpc.RpcError as exc:
+            ended.append(exc.code())
+        else:
+            ended.append(grpc.StatusCode.OK)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(within)
+    if reader.is_alive():
+        call.cancel()
+        reader.join(TIMEOUT)
+        return None
+    return ended[0]
 
 
 def test_an_sse_client_stalled_past_the_send_timeout_still_gets_its_final_error(

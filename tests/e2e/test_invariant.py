@@ -1,16 +1,20 @@
 """The invariant, driven at random: whatever the sources do and however watchers behave, at every
 quiet point every live watcher's state, rebuilt only from its events, equals the cache (List, with
-the watcher's mask); every watcher that was cut off was told so; nothing was delivered twice.
+the watcher's mask); every watcher that was cut off was told so; nothing was delivered twice. A
+watcher neither told nor current at a quiet point is a violation (a stream the server ended
+without a status leaves its client stale for ever).
 
 One seed is one run against a real `pods-api serve` with two fixture directories:
 - source churn: adds, edits, deletes, renames, truncating (non-atomic) writes, many files at
   once, moves between the two sources;
 - watchers over gRPC and SSE, masked and unmasked, that read slowly, stall (long enough to be
-  cut off), disconnect and resume (SSE `Last-Event-ID`);
+  cut off), stall past the send timeout (the server gives up a send its client does not take),
+  disconnect and resume (SSE `Last-Event-ID`);
 - server restarts (SIGTERM, then a new process on the same sockets).
 
-`pytest --seeds N` runs N seeds (default 2, a few seconds each); every run prints its figures
-(events, faults, peaks, descriptors and memory), which RELIABILITY.md records.
+`pytest --seeds N` runs N seeds (default 2, a few seconds each), `--changes N` drives that many
+file changes per seed; every run prints its figures (events, faults, peaks, descriptors and
+memory), which RELIABILITY.md records.
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ WATCH_BUFFER = 8
 STEPS = 24
 QUIET_EVERY = 6
 PADDING = 12_000
+# Short, so that a watcher stalled past it is cut off by the send timeout within a step.
+SEND_TIMEOUT = 1.0
+# A stall past the send timeout lasts this long: the send under way starts within a fraction
+# of a second (a storm fills the stream's window), and is given up SEND_TIMEOUT after that.
+LONG_STALL = 2.5 * SEND_TIMEOUT
+# The client's flow-control window stays at 64 KiB (no BDP probing): a stalled reader's
+# window then fills after a few events, and the server's send really waits.
+NO_BDP = [("grpc.http2.bdp_probe", 0)]
+# A long run restarts the server this often too (steps), not once per seed only.
+RESTART_EVERY = 400
 
 
 class Violation(AssertionError):
@@ -135,6 +149,7 @@ class Stats:
     told: dict[str, int] = field(default_factory=dict)
     resumes: int = 0
     reconnects: int = 0
+    untold: int = 0  # streams that just ended: no status, no ERROR event
 
 
 class Watcher:
@@ -190,8 +205,8 @@ class Watcher:
                 await asyncio.wait_for(self.changed.wait_for(lambda: self.state == expected), TIMEOUT)
             except TimeoutError:
                 raise Violation(
-                    f"{self.name}: state differs from List at a quiet point:\n{_diff(self.state, expected)}\n"
-                    + "\n".join(self.trace[-40:])
+                    f"{self.name}: neither told nor current at a quiet point (state differs from List):\n"
+                    f"{_diff(self.state, expected)}\n" + "\n".join(self.trace[-40:])
                 ) from None
 
 
@@ -203,9 +218,11 @@ def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
 
 
 class GrpcWatcher(Watcher):
+    options: list[tuple[str, int]] = NO_BDP
+
     async def session(self) -> None:
         metadata = [("x-kubernetes-fieldmask", MASK)] if self.masked else []
-        async with grpc.aio.insecure_channel(self.served().target) as channel:
+        async with grpc.aio.insecure_channel(self.served().target, options=self.options) as channel:
             call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(
                 pods_v1alpha1_pb2.WatchPodsRequest(), metadata=metadata
             )
@@ -220,6 +237,7 @@ class GrpcWatcher(Watcher):
                         return
                     event = await call.read()
                     if event is grpc.aio.EOF:
+                        self.stats.untold += 1
                         self.problems.append(f"{self.name}: stream ended without a status")
                         return
                     if event.type == SYNCED:
@@ -289,6 +307,7 @@ class SseWatcher(Watcher):
                     self.disconnect.clear()
                     return
                 fields = {}
+            self.stats.untold += 1
             self.problems.append(f"{self.name}: stream ended without an ERROR event")
 
     async def _event(self, fields: dict[str, str], seen: set[str]) -> bool:
@@ -329,6 +348,8 @@ class Figures:
     quiet_points: int = 0
     restarts: int = 0
     stalls: int = 0
+    long_stalls: int = 0
+    send_timeouts: int = 0  # watches the server ended for a send their client did not take
     disconnects: int = 0
     peak_watchers: int = 0
     descriptors: list[int] = field(default_factory=list)
@@ -359,7 +380,7 @@ async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[st
     return by_grpc, by_http
 
 
-async def drive(seed: int, tmp_path: Path) -> Figures:
+async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
     rng = random.Random(seed)
     dirs = (tmp_path / "a", tmp_path / "b")
     for d in dirs:
@@ -369,7 +390,7 @@ async def drive(seed: int, tmp_path: Path) -> Figures:
         sources.add()
     run_dir = tmp_path / "run"
     args = ("--fixtures", str(dirs[0]), "--fixtures", str(dirs[1]), "--watch-buffer", str(WATCH_BUFFER))
-    args += ("--qps", "0", "--heartbeat", "1")
+    args += ("--qps", "0", "--heartbeat", "1", "--send-timeout", str(SEND_TIMEOUT))
     server = start(run_dir, *args)
     await asyncio.to_thread(server.wait_ready)
     figures = Figures(seed)
@@ -389,7 +410,11 @@ async def drive(seed: int, tmp_path: Path) -> Figures:
         )
     # Never stalled nor disconnected: tells the driver when the server has read the files.
     oracle = GrpcWatcher("oracle", False, random.Random(seed * 100 + 99), lambda: current[0])
-    oracle.slow = False
+    oracle.slow, oracle.options = False, []
+    # Stalled past the send timeout once per seed at least: an unmasked gRPC watcher, whose
+    # 24 KB events fill its window (a masked one's events are a few bytes).
+    long_stalled = next(w for w in watchers if isinstance(w, GrpcWatcher) and not w.masked)
+    unmasked = [w for w in watchers if not w.masked]
     everyone = [*watchers, oracle]
     figures.peak_watchers = len(everyone)
     for w in everyone:
@@ -418,16 +443,32 @@ async def drive(seed: int, tmp_path: Path) -> Figures:
         figures.descriptors.append(fds)
         figures.rss_kib.append(rss)
 
+    async def long_stall(w: Watcher) -> None:
+        """The client stops reading past the send timeout, through two storms."""
+        w.go.clear()
+        figures.long_stalls += 1
+        sources.storm()
+        sources.storm()
+        await asyncio.sleep(LONG_STALL)  # the fault's length, not a synchronisation
+
+    steps = STEPS if not changes else changes // 2  # a step makes 2.5 changes on average
     try:
         await quiet_point()
         restart_at = rng.randrange(QUIET_EVERY, STEPS)
-        for step in range(1, STEPS + 1):
+        long_stall_at = rng.randrange(1, QUIET_EVERY)
+        step = 0
+        while step < steps or (changes and sum(sources.faults.values()) < changes):
+            step += 1
             for _ in range(rng.randint(1, 4)):
                 sources.step()
             figures.steps += 1
             w = rng.choice(watchers)
             roll = rng.random()
-            if roll < 0.25:
+            if step == long_stall_at:
+                await long_stall(long_stalled)
+            elif roll < 0.02:
+                await long_stall(rng.choice(unmasked))
+            elif roll < 0.25:
                 w.go.clear()  # stall: the server fills its queue and cuts it off
                 figures.stalls += 1
                 if rng.random() < 0.5:
@@ -435,10 +476,12 @@ async def drive(seed: int, tmp_path: Path) -> Figures:
             elif roll < 0.4:
                 w.disconnect.set()
                 figures.disconnects += 1
-            if step == restart_at:
+            # Once in the short run; every RESTART_EVERY steps as well in a long one.
+            if step == restart_at or (step > STEPS and step % RESTART_EVERY == 0):
                 for w in everyone:
                     w.up.clear()
                 await asyncio.to_thread(current[0].stop)
+                figures.send_timeouts += _send_timeouts(current[0])
                 current[0].close()
                 current[0] = start(run_dir, *args)
                 await asyncio.to_thread(current[0].wait_ready)
@@ -456,8 +499,13 @@ async def drive(seed: int, tmp_path: Path) -> Figures:
         await asyncio.gather(*tasks, return_exceptions=True)
         current[0].stop()
         current[0].close()
+    figures.send_timeouts += _send_timeouts(current[0])
     _report(figures, sources, everyone)
     return figures
+
+
+def _send_timeouts(served: Served) -> int:
+    return sum("whose client took nothing" in line for line in served.lines)
 
 
 def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None:
@@ -469,14 +517,24 @@ def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None
         f"\nseed {figures.seed}: {figures.steps} steps, file changes {dict(sorted(sources.faults.items()))}, "
         f"{sum(w.stats.events for w in watchers)} events applied by {len(watchers)} watchers, "
         f"{figures.quiet_points} quiet points, {figures.restarts} restart(s), {figures.stalls} stalls, "
+        f"{figures.long_stalls} stalls past the send timeout ({figures.send_timeouts} sends given up), "
         f"{figures.disconnects} disconnects, {sum(w.stats.resumes for w in watchers)} SSE resumes, "
-        f"cut off and told {told}, descriptors {figures.descriptors}, RSS KiB {figures.rss_kib}; "
-        "0 lost, 0 duplicated, 0 mismatches"
+        f"cut off and told {told}, untold endings {sum(w.stats.untold for w in watchers)}, "
+        f"descriptors {_span(figures.descriptors)}, RSS KiB {_span(figures.rss_kib)}; "
+        "0 lost, 0 duplicated, 0 mismatches, 0 stale at quiet points"
     )
 
 
-async def test_watchers_rebuild_the_cache_from_their_events(seed: int, tmp_path: Path) -> None:
-    await drive(seed, tmp_path)
+def _span(values: list[int]) -> str:
+    if not values:
+        return "-"
+    return f"first {values[0]}, min {min(values)}, max {max(values)}, last {values[-1]}"
+
+
+async def test_watchers_rebuild_the_cache_from_their_events(
+    seed: int, tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    await drive(seed, tmp_path, pytestconfig.getoption("changes"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -29,7 +29,8 @@ from pods_api.core.policy.ratelimit import ThrottledLog
 from pods_api.core.api.status import InvalidArgument, NotFound, quote
 from pods_api.core.store.stream import Encoding, WatchStreams
 from pods_api.core.query.view import View
-from pods_api.core.store.watch import EventType
+from pods_api.core.store.watch import EventType, TookNothing
+
 log = logging.getLogger(__name__)
 
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
@@ -105,10 +106,18 @@ async def send_bounded(
 
     A frame handed to grpc returns here only once the client's flow control took it: a client
     that reads nothing would hold the stream (and its buffers) for ever, its watcher long cut
-    off. So a send that takes longer than the send timeout ends the call (grpc resets the
-    stream: the client sees CANCELLED, if it ever looks). Frames are written with
-    `context.write` (no generator between the stream and grpc), and one timer per watch checks
-    the send under way, rather than a timer made and cancelled per frame."""
+    off. So a send that takes longer than the send timeout is given up, and the watch ends with
+    `TookNothing` (RESOURCE_EXHAUSTED), which the interceptor sends as the call's status. That
+    status is queued behind the frame whose send was given up: a client that reads again gets
+    what was on its way, then the status. (Cancelling the call's task alone sends nothing:
+    grpc.aio then neither sends a status nor resets the stream, and the client waits for ever.)
+
+    Frames are written with `context.write` (no generator between the stream and grpc), and one
+    timer per watch checks the send under way, rather than a timer made and cancelled per
+    frame."""
+    # The headers go on their own first: grpc otherwise adds them to the first write, and a
+    # status sent while that write is pending would carry a second set (a refused batch).
+    await context.send_initial_metadata(())
     guard = _SendGuard(send_timeout)
     write, clock = context.write, guard.clock
     try:
@@ -116,18 +125,23 @@ async def send_bounded(
             guard.since = clock()
             await write(frame)
             guard.since = None
+    except asyncio.CancelledError:
+        if not guard.fired or guard.uncancel():
+            raise  # cancelled by grpc (the client went away), not (only) by the guard
+        raise TookNothing(send_timeout) from None
     finally:
         guard.cancel()
 
 
 class _SendGuard:
-    """Ends the calling task once one send has taken `seconds`. Its timer fires every `seconds`
-    at most: on time, or re-armed for when the send under way would reach the limit."""
+    """Cancels the calling task once one send has taken `seconds`. Its timer fires every
+    `seconds` at most: on time, or re-armed for when the send under way would reach the limit."""
 
     def __init__(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         self.clock = loop.time
         self.since: float | None = None  # when the send under way began; None: not sending
+        self.fired = False  # the guard cancelled the call's task
         self._call = asyncio.current_task()
         self._seconds = seconds
         self._loop = loop
@@ -136,21 +150,22 @@ class _SendGuard:
     def _check(self) -> None:
         since, now = self.since, self.clock()
         if since is not None and now - since >= self._seconds:
-            _end_stalled(self._call, self._seconds)
+            _STALLED_LOG.warning(f"ending a gRPC watch whose client took nothing for {self._seconds:g} s")
+            if self._call is not None:
+                self.fired = True
+                self._call.cancel()
             return
         self._timer = self._loop.call_at((now if since is None else since) + self._seconds, self._check)
+
+    def uncancel(self) -> int:
+        """Takes back the guard's cancellation; the cancellations still pending (someone else's)."""
+        return 0 if self._call is None else self._call.uncancel()
 
     def cancel(self) -> None:
         self._timer.cancel()
 
 
 _STALLED_LOG = ThrottledLog(log)
-
-
-def _end_stalled(call: asyncio.Task[object] | None, seconds: float) -> None:
-    _STALLED_LOG.warning(f"ending a gRPC watch whose client took nothing for {seconds:g} s")
-    if call is not None:
-        call.cancel()
 
 
 def list_response(snapshot: Snapshot, view: View) -> bytes:

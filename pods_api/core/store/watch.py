@@ -81,6 +81,16 @@ class FellBehind(WatchEnded):
         self.dropped = dropped
 
 
+class TookNothing(WatchEnded):
+    """A surface's send to the client has waited `seconds`: the client stopped reading, and is
+    cut off as one that fell behind (its events from here on are lost to it)."""
+
+    code = Code.RESOURCE_EXHAUSTED
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"took nothing for {seconds:g} s; fell behind: list and watch again")
+
+
 class ServerStopping(WatchEnded):
     code = Code.UNAVAILABLE
 
