@@ -26,10 +26,9 @@ class Core:
 
 
 def build_core(config: Config, calls: Calls = CALLS) -> Core:
-    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers, grace=config.watch_grace)
+    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers)
     cache = PodCache(hub)
     metrics = Metrics(cache, calls)
-    hub.on_drop = metrics.watch_events_dropped.inc
     limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
     streams = WatchStreams(cache, metrics.fanout_delay.observe)
     return Core(config, cache, limiter, metrics, calls, streams)

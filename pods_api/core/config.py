@@ -15,10 +15,9 @@ DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
 # bridge must never be mistaken for it. /run is tmpfs: nothing stale survives a reboot.
 BRIDGE_SOCKET = Path("/run/pods-api/pods-api.sock")
 HTTP_SOCKET_NAME = "pods-api-http.sock"
-# The kubelet's watch channel depth: a watcher this many events behind is cut off.
+# The kubelet's watch channel depth: a watcher this many events behind gets the rest coalesced
+# per pod (core/store/watch.py), so it reaches the current state instead of every version.
 DEFAULT_WATCH_BUFFER = 100
-# Seconds a watcher over --watch-buffer has to catch up before it is cut off (core/store/watch.py).
-DEFAULT_WATCH_GRACE = 2.0
 # Each watch holds a queue and a task; beyond this a node agent is leaking watches.
 DEFAULT_MAX_WATCHERS = 1000
 
@@ -34,7 +33,6 @@ class Config:
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     watch_buffer: int = DEFAULT_WATCH_BUFFER
-    watch_grace: float = DEFAULT_WATCH_GRACE
     max_watchers: int = DEFAULT_MAX_WATCHERS
     metrics_listen: str | None = None
     ready_delay: float = 0.0

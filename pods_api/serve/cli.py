@@ -27,7 +27,6 @@ from pods_api.core.config import (
     DEFAULT_MAX_WATCHERS,
     DEFAULT_SOCKET,
     DEFAULT_WATCH_BUFFER,
-    DEFAULT_WATCH_GRACE,
     HTTP_SOCKET_NAME,
     Config,
 )
@@ -97,16 +96,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=DEFAULT_WATCH_BUFFER,
         metavar="EVENTS",
-        help=f"events a watcher may fall behind before it is cut off (default {DEFAULT_WATCH_BUFFER})",
-    )
-    add(
-        "--watch-grace",
-        type=_non_negative,
-        default=DEFAULT_WATCH_GRACE,
-        metavar="SECONDS",
-        help="time a watcher over --watch-buffer may take nothing before it is cut off; it may "
-        "queue up to 4096 events / 32 MiB of pods meanwhile "
-        f"(default {DEFAULT_WATCH_GRACE:g}; 0: cut off at once)",
+        help="events queued for a watcher as published; past them, its events are coalesced to one "
+        f"per pod, the newest (default {DEFAULT_WATCH_BUFFER})",
     )
     add(
         "--max-watchers",
@@ -200,7 +191,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
         qps=args.qps,
         burst=args.burst,
         watch_buffer=args.watch_buffer,
-        watch_grace=args.watch_grace,
         max_watchers=args.max_watchers,
         metrics_listen=args.metrics_listen,
         ready_delay=args.ready_delay,

@@ -91,7 +91,7 @@ class PodsService:
         encoding = self._encodings[contract]
 
         async def watch_pods(request: object, context: grpc.aio.ServicerContext) -> None:
-            # TooManyWatchers, ServerStopping, FellBehind carry their status (core/api/status.py).
+            # TooManyWatchers and ServerStopping carry their status (core/api/status.py).
             with self._streams.open(_view(context)) as watch:
                 await send_bounded(context, watch.frames(encoding), self._send_timeout)
 

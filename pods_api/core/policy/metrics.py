@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pods_api.core.store.cache import OverlaySink, PodCache, SourceSink
@@ -33,11 +33,6 @@ class Metrics:
             )
             for call in calls
         }
-        self.watch_events_dropped = Counter(
-            "kubelet_pod_watch_events_dropped",
-            "Watch events not delivered because the watcher fell behind and was cut off.",
-            registry=r,
-        )
         self.fanout_delay = Histogram(
             "pods_api_watch_event_delay_seconds",
             "From the cache publishing an event to a watcher's stream taking it.",
@@ -88,8 +83,20 @@ class _CacheCollector(Collector):
     def __init__(self, cache: PodCache) -> None:
         self._cache = cache
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         cache = self._cache
+        yield CounterMetricFamily(
+            "kubelet_pod_watch_events_dropped",
+            "Watch events never sent to a watcher: merged into a newer event of the same pod "
+            "while it was behind, or not yet taken when its watch ended.",
+            value=cache.hub.dropped,
+        )
+        yield CounterMetricFamily(
+            "pods_api_watch_events_coalesced",
+            "Watch events merged into a newer event of the same pod for a watcher that was behind "
+            "(also counted as dropped): it missed that intermediate version, not the state.",
+            value=cache.hub.coalesced,
+        )
         yield GaugeMetricFamily("pods_api_pods", "Pods in the cache.", value=len(cache))
         yield GaugeMetricFamily("pods_api_watchers", "Open watches.", value=len(cache.hub))
         yield GaugeMetricFamily("pods_api_ready", "1 once every pod source has synced.", value=cache.ready)

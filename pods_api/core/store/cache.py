@@ -42,17 +42,17 @@ from pods_api.core.store.index import (
 )
 from pods_api.core.store.lru import LRU
 from pods_api.core.store.pod import PodVersion
-from pods_api.core.store.watch import BACKLOG_BYTES, BACKLOG_EVENTS, EventType, PodEvent, Watcher, WatchHub
+from pods_api.core.store.watch import EventType, PodEvent, Watcher, WatchHub
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 # Events kept for resuming an HTTP watch from a revision, and at most this many bytes of pod
-# encodings they reference (each event counts its pod and the version it replaced): the
-# watchers' backlog bound (core/store/watch.py), for the same reason, a few minutes of churn on a busy
-# node; older resumes get a fresh snapshot instead.
-RING_SIZE = BACKLOG_EVENTS
-RING_BYTES = BACKLOG_BYTES
+# encodings they reference (each event counts its pod and the version it replaced): a few
+# minutes of churn on a busy node; older resumes get a fresh snapshot instead. 4,096 events of
+# ~10 KiB pods would pin ~80 MiB; the byte bound keeps about 1,600 of them.
+RING_SIZE = 4096
+RING_BYTES = 32 * 1024 * 1024
 # What every surface says while the cache is not ready (gRPC FAILED_PRECONDITION, HTTP 503).
 NOT_SYNCED = "pod sources have not finished their initial sync"
 # Assembled responses kept per snapshot (one per distinct mask and surface): a handful in
@@ -515,10 +515,9 @@ class PodCache:
 
     def _publish(self, events: list[PodEvent]) -> None:
         if events:
-            # The bytes each event keeps alive, once: the ring and every watcher's queue count them.
-            held = [(event, event.held()) for event in events]
-            self._remember(held)
-            self.hub.publish(held)
+            # The bytes each event keeps alive bound the ring.
+            self._remember([(event, event.held()) for event in events])
+            self.hub.publish(events)
 
     def _remember(self, held: list[tuple[PodEvent, int]]) -> None:
         ring = self._ring

@@ -3,7 +3,7 @@
 A watch opens from a snapshot or from a revision to resume after. It yields its start (the
 snapshot's pods in the view as ADDED, then the start marker; or, resuming, the events since that
 revision, then a "resumed" marker), then the live events as the view shows them, and ends by
-raising why it ended: `FellBehind` or `ServerStopping` (core/store/watch.py). What a view shows of an
+raising why it ended: `ServerStopping` (core/store/watch.py). What a view shows of an
 event is decided here, once, for every surface (`change`):
 
 - a MODIFIED that changes nothing the view's mask selects is not sent;
@@ -54,6 +54,11 @@ class Encoding:
 def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
     """What a watcher of `view` is told of a cache event: its type and pod, or None."""
     kind, pod, previous = event.type, event.pod, event.previous
+    if kind is EventType.DELETED and previous is not None:
+        # Coalesced (core/store/watch.py): the client holds `previous`; shown if the view did.
+        if not view.contains(previous.json):
+            return None
+        return kind, (pod if view.contains(pod.json) else previous)
     if kind is EventType.MODIFIED and previous is not None and view.selector is not None:
         was, now = view.contains(previous.json), view.contains(pod.json)
         if not now:
@@ -62,20 +67,21 @@ def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
             return EventType.ADDED, pod
     elif not view.contains(pod.json):
         return None
-    if kind is EventType.MODIFIED and previous is not None and _unchanged(previous, pod, view):
+    if kind is EventType.MODIFIED and previous is not None and _unchanged(previous, pod, view, event.coalesced):
         return None
     return kind, pod
 
 
-def _unchanged(previous: PodVersion, pod: PodVersion, view: View) -> bool:
+def _unchanged(previous: PodVersion, pod: PodVersion, view: View, coalesced: bool) -> bool:
     """Whether the view shows no change. Decided on the masked protobuf, for every surface: it
     is the stricter of the two forms (the JSON is a function of the message, and a masked JSON
     is the masked message decoded, so equal protobuf means equal JSON but not the other way:
     protobuf tells a field set to its zero value from one not set, Go's JSON does not). So a
     gRPC client never misses a change its bytes would show, and an SSE client at worst gets a
     MODIFIED whose JSON looks the same, never a lost one. Without a mask the cache publishes
-    only versions whose protobuf changed, so there is nothing to compare."""
-    if view.mask is None:
+    only versions whose protobuf changed, so there is nothing to compare, except for a coalesced
+    event: its pod may have changed back to the version the client holds."""
+    if view.mask is None and not coalesced:
         return False
     return previous.masked(view).framed == pod.masked(view).framed
 
@@ -117,6 +123,8 @@ class WatchStreams:
             shown = change(event, view)
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
+        if event.coalesced:
+            return make()  # made for one watcher: its revision is that watcher's
         return self._frames.get((event.revision, encoding.name, view.key), make)
 
     def _delivered(self, event: PodEvent) -> None:
@@ -145,7 +153,7 @@ class Watch:
 
     async def frames(self, encoding: Encoding) -> AsyncIterator[bytes]:
         """The start, then one frame per live event the view shows. Ends by raising
-        FellBehind or ServerStopping (WatchEnded); never returns."""
+        ServerStopping (WatchEnded); never returns."""
         start = self._start(encoding)
         # The start is made: let go of the snapshot (or the replay), so a long-lived watch does
         # not pin the pods and start frames of the revision it began at once the cache moves on.

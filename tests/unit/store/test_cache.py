@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from pods_api.core.query.view import View
 from pods_api.core.store.cache import MEMO_BYTES, MEMO_PER_SNAPSHOT, RING_SIZE, PodCache
 from pods_api.core.store.lru import LRU
 from pods_api.core.store.pod import MASKED_PER_POD, PodVersion
-from pods_api.core.store.watch import EventType, FellBehind, ServerStopping, TooManyWatchers, WatchHub
+from pods_api.core.store.watch import EventType, PodEvent, ServerStopping, TooManyWatchers, Watcher, WatchHub
 
 
 def pod(uid: str, phase: str = "Running", name: str | None = None) -> PodVersion:
@@ -21,19 +22,36 @@ def pod(uid: str, phase: str = "Running", name: str | None = None) -> PodVersion
     )
 
 
-def new_cache(capacity: int = 100, max_watchers: int = 10) -> tuple[PodCache, list[int]]:
-    dropped: list[int] = []
+def new_cache(capacity: int = 100, max_watchers: int = 10) -> tuple[PodCache, WatchHub]:
     hub = WatchHub(capacity=capacity, max_watchers=max_watchers)
-    hub.on_drop = dropped.append
-    return PodCache(hub), dropped
+    return PodCache(hub), hub
 
 
 def drain(watcher: Any) -> list[tuple[EventType, str]]:
     out = []
     while watcher._queue:
-        event, _ = watcher._queue.popleft()
+        event = watcher._queue.popleft()
         out.append((event.type, event.pod.uid))
     return out
+
+
+async def taken(watcher: Watcher) -> list[PodEvent]:
+    """Every event waiting for the watcher, as its client would take them."""
+    out = []
+    while not watcher.caught_up:
+        out.append(await asyncio.wait_for(watcher.get(), 5))
+    return out
+
+
+def apply(state: dict[str, PodVersion], events: list[PodEvent]) -> dict[str, PodVersion]:
+    """What a client holds after applying the events (ADDED/MODIFIED set, DELETED removes)."""
+    for event in events:
+        if event.type is EventType.DELETED:
+            assert event.pod.uid in state, f"DELETED of {event.pod.uid}, which the client never had"
+            del state[event.pod.uid]
+        else:
+            state[event.pod.uid] = event.pod
+    return state
 
 
 def test_replace_reconciles_a_snapshot_into_events() -> None:
@@ -61,7 +79,7 @@ def test_deleted_events_carry_the_last_state_and_modified_the_previous() -> None
     _, watcher = cache.watch()
     sink.upsert(pod("1", "Succeeded"))
     sink.delete("1")
-    modified, deleted = [e for e, _ in watcher._queue]
+    modified, deleted = list(watcher._queue)
     assert modified.previous is not None and modified.previous.json["status"]["phase"] == "Running"
     assert deleted.pod.json["status"]["phase"] == "Succeeded"
 
@@ -76,7 +94,7 @@ def test_each_served_version_carries_the_revision_it_began_at() -> None:
     sink.upsert(pod("1", "Succeeded"))
     sink.upsert(pod("2"))  # the same bytes: no event, the served version keeps its revision
     sink.delete("2")
-    added_1, added_2, modified, deleted = [e for e, _ in watcher._queue]
+    added_1, added_2, modified, deleted = list(watcher._queue)
     assert [e.pod.revision for e in (added_1, added_2, modified)] == [
         e.revision for e in (added_1, added_2, modified)
     ]
@@ -205,139 +223,117 @@ async def test_watch_snapshot_and_subscription_have_no_gap() -> None:
     assert (event.type, event.pod.uid) == (EventType.ADDED, "2")
 
 
-async def test_a_watcher_behind_by_capacity_is_cut_off_and_the_loss_counted() -> None:
-    cache, dropped = new_cache(capacity=2)
+async def test_a_watcher_past_capacity_gets_one_event_per_pod_the_newest() -> None:
+    cache, hub = new_cache(capacity=2)
     sink = cache.source("a")
     _, slow = cache.watch()
     _, fast = cache.watch()
-    # One change of many pods is taken whole, even beyond capacity: a relist never cuts off.
+    # One change of many pods is taken whole, even beyond capacity.
     sink.replace([pod(str(i)) for i in range(5)])
     assert len(drain(fast)) == 5
-    sink.upsert(pod("0", "Failed"))  # slow still holds 5 >= 2 undelivered events: cut off
-    with pytest.raises(FellBehind):
-        await slow.get()
-    assert dropped == [6]
-    assert len(cache.hub) == 2  # cut off, but open until its stream ends: it still counts
-    assert drain(fast) == [(EventType.MODIFIED, "0")]
-    slow.close()
-    assert len(cache.hub) == 1
-
-
-def grace_cache(
-    capacity: int, grace: float, backlog_events: int = 4096, backlog_bytes: int = 1 << 30
-) -> tuple[PodCache, asyncio.Future[int]]:
-    cut_off: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    hub = WatchHub(
-        capacity=capacity,
-        max_watchers=10,
-        grace=grace,
-        backlog_events=backlog_events,
-        backlog_bytes=backlog_bytes,
-    )
-    hub.on_drop = lambda dropped: cut_off.done() or cut_off.set_result(dropped)
-    return PodCache(hub), cut_off
-
-
-async def test_a_watcher_over_capacity_that_catches_up_within_its_grace_loses_nothing() -> None:
-    cache, cut_off = grace_cache(capacity=2, grace=60)
-    sink = cache.source("a")
-    _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(5)])  # 5 >= 2: over from the next change on
-    sink.upsert(pod("0", "Failed"))  # over, but in its grace: queued, not cut off
+    fast_got = []
+    sink.upsert(pod("0", "Failed"))  # slow holds 5 >= 2: coalesced from here on
+    fast_got += drain(fast)
     sink.upsert(pod("1", "Failed"))
-    got = [(e.type, e.pod.uid) for e in [await watcher.get() for _ in range(7)]]
-    assert got == [(EventType.ADDED, str(i)) for i in range(5)] + [
-        (EventType.MODIFIED, "0"),
-        (EventType.MODIFIED, "1"),
+    fast_got += drain(fast)
+    sink.upsert(pod("0", "Succeeded"))  # replaces the pending MODIFIED of 0
+    fast_got += drain(fast)
+    got = await taken(slow)
+    assert [(e.type, e.pod.uid) for e in got[:5]] == [(EventType.ADDED, str(i)) for i in range(5)]
+    # In the order of their newest version: 1's, then 0's newest.
+    assert [(e.type, e.pod.uid, e.pod.json["status"]["phase"]) for e in got[5:]] == [
+        (EventType.MODIFIED, "1", "Failed"),
+        (EventType.MODIFIED, "0", "Succeeded"),
     ]
-    # Caught up: the next burst gets a grace of its own.
-    sink.replace([pod(str(i), "Pending") for i in range(5)])
+    assert all(e.coalesced for e in got[5:])
+    # The MODIFIED replaces what the client holds, so a selector can judge the transition.
+    assert got[6].previous is got[0].pod
+    assert hub.coalesced == 1 and hub.dropped == 1
+    assert len(fast_got) == 3  # a watcher that keeps up gets every version
+    assert len(cache.hub) == 2  # nobody was cut off
+
+
+async def test_a_deleted_wins_and_a_pod_that_came_and_went_unseen_is_not_sent() -> None:
+    cache, hub = new_cache(capacity=1)
+    sink = cache.source("a")
+    sink.replace([pod("old")])
+    _, watcher = cache.watch()
+    sink.upsert(pod("x"))  # queued exactly: the watcher is now at capacity
+    sink.upsert(pod("old", "Failed"))
+    sink.delete("old")  # the DELETED replaces the pending MODIFIED
+    sink.upsert(pod("brief"))
+    sink.upsert(pod("brief", "Failed"))
+    sink.delete("brief")  # added and deleted while pending: the client never hears of it
+    sink.upsert(pod("new"))
+    got = await taken(watcher)
+    assert [(e.type, e.pod.uid) for e in got] == [
+        (EventType.ADDED, "x"),
+        (EventType.DELETED, "old"),
+        (EventType.ADDED, "new"),
+    ]
+    assert hub.coalesced == 4  # old's MODIFIED, and brief's three events
+    assert apply({"old": pod("old")}, got).keys() == {p.uid for p in cache.snapshot().pods}
+
+
+async def test_a_pod_deleted_and_added_again_while_pending_is_modified() -> None:
+    cache, _ = new_cache(capacity=1)
+    sink = cache.source("a")
+    sink.replace([pod("p")])
+    _, watcher = cache.watch()
+    sink.upsert(pod("x"))
+    sink.delete("p")
+    sink.upsert(pod("p", "Pending"))  # the same UID again: the client holds the old version
+    got = await taken(watcher)
+    assert [(e.type, e.pod.uid) for e in got] == [(EventType.ADDED, "x"), (EventType.MODIFIED, "p")]
+    assert got[1].pod.json["status"]["phase"] == "Pending"
+
+
+async def test_a_lagging_watcher_reaches_exactly_the_current_state_under_any_churn() -> None:
+    # A watcher far behind a long random churn: applying what it takes, from its snapshot, gives
+    # exactly the cache's current pods, and its pending events never exceed the pods' count.
+    rng = random.Random(7)
+    cache, hub = new_cache(capacity=3)
+    sink = cache.source("a")
+    sink.replace([pod(str(i)) for i in range(20)])
+    start, watcher = cache.watch()
+    live = {p.uid for p in start.pods}
+    for step in range(2000):
+        uid = str(rng.randrange(30))
+        if uid in live and rng.random() < 0.3:
+            sink.delete(uid)
+            live.discard(uid)
+        else:
+            sink.upsert(pod(uid, f"Phase{step}"))
+            live.add(uid)
+        assert len(watcher._pending) <= 30
+    state = apply({p.uid: p for p in start.pods}, await taken(watcher))
+    current = {p.uid: p.json_bytes for p in cache.snapshot().pods}
+    assert {uid: p.json_bytes for uid, p in state.items()} == current
+    assert hub.coalesced > 1000 and len(cache.hub) == 1
+
+
+async def test_a_watcher_that_caught_up_gets_every_event_again() -> None:
+    cache, _ = new_cache(capacity=2)
+    sink = cache.source("a")
+    _, watcher = cache.watch()
+    sink.replace([pod(str(i)) for i in range(3)])
+    sink.upsert(pod("0", "Failed"))
     sink.upsert(pod("0", "Succeeded"))
-    assert len([await watcher.get() for _ in range(6)]) == 6
-    assert not cut_off.done() and len(cache.hub) == 1
+    assert len(await taken(watcher)) == 4  # 3 ADDED, one coalesced MODIFIED
+    sink.upsert(pod("1", "Failed"))
+    sink.upsert(pod("1", "Succeeded"))
+    got = await taken(watcher)
+    assert [(e.type, e.coalesced) for e in got] == [(EventType.MODIFIED, False)] * 2
 
 
-async def test_a_watcher_that_keeps_taking_is_not_cut_off_however_long_it_stays_over() -> None:
-    # The server is the slow one (say its CPU is short): the watcher takes an event whenever it
-    # is offered one, but changes come faster. Its queue grows past capacity and stays there for
-    # many graces; it is never cut off for it, and gets every event in order.
-    cache, cut_off = grace_cache(capacity=2, grace=0.3)
+async def test_what_a_closed_watch_had_not_taken_counts_as_dropped() -> None:
+    cache, hub = new_cache(capacity=100)
     sink = cache.source("a")
     _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(3)])
-    published, taken = 3, []
-    deadline = asyncio.get_running_loop().time() + 1.5  # five graces
-    while asyncio.get_running_loop().time() < deadline:
-        sink.upsert(pod(str(published % 3), f"Phase{published}"))
-        sink.upsert(pod(str((published + 1) % 3), f"Phase{published + 1}"))
-        published += 2
-        taken.append(await watcher.get())
-        await asyncio.sleep(0.01)  # time passing is what this test is about
-    assert not cut_off.done()
-    while len(taken) < published:
-        taken.append(await watcher.get())
-    first = taken[0].revision
-    assert [e.revision for e in taken] == list(range(first, first + published))
-
-
-async def test_a_watcher_idle_because_nothing_changed_gets_a_whole_grace_when_it_goes_over() -> None:
-    # Its client last took an event long ago only because nothing was published since: going
-    # over starts its grace afresh, so it is not cut off before it had time to take anything.
-    cache, cut_off = grace_cache(capacity=2, grace=0.5)
-    sink = cache.source("a")
-    _, watcher = cache.watch()
-    await asyncio.sleep(0.6)  # more than a grace of quiet: time passing is the subject
-    sink.replace([pod(str(i)) for i in range(3)])
-    sink.upsert(pod("0", "Failed"))  # over, with nothing taken yet
-    await asyncio.sleep(0.1)  # well within the grace from going over
-    assert not cut_off.done()
-    assert len([await watcher.get() for _ in range(4)]) == 4
-    assert not cut_off.done()
-
-
-async def test_a_backlog_past_its_events_bound_is_cut_off_at_once() -> None:
-    cache, cut_off = grace_cache(capacity=2, grace=60, backlog_events=8)
-    sink = cache.source("a")
-    _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(5)])
-    sink.upsert(pod("0", "Failed"))  # 6 queued: over, in its grace
-    sink.upsert(pod("1", "Failed"))  # 7
-    sink.upsert(pod("2", "Failed"))  # 8: the bound
-    assert not cut_off.done()
-    sink.upsert(pod("3", "Failed"))  # 9 > 8: memory is bounded, grace or not
-    assert cut_off.result() == 9
-    with pytest.raises(FellBehind):
-        await watcher.get()
-
-
-async def test_a_backlog_past_its_bytes_bound_is_cut_off_at_once() -> None:
-    one = pod("0")
-    size = len(one.framed) + len(one.json_bytes)
-    # Room for the first change's 3 pods and a MODIFIED (which counts the version it replaces).
-    cache, cut_off = grace_cache(capacity=2, grace=60, backlog_bytes=6 * size)
-    sink = cache.source("a")
-    _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(3)])
-    sink.upsert(pod("0", "Pending"))  # ~5 pods' bytes queued
-    assert not cut_off.done()
-    sink.upsert(pod("1", "Pending"))  # ~7 > 6
-    assert cut_off.result() == 5
-    with pytest.raises(FellBehind):
-        await watcher.get()
-
-
-async def test_a_stalled_watcher_is_cut_off_when_its_grace_ends_with_nothing_more_published() -> None:
-    cache, cut_off = grace_cache(capacity=2, grace=0.05)
-    sink = cache.source("a")
-    _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(3)])
-    sink.upsert(pod("0", "Failed"))  # over: the grace starts, and nothing comes after
-    assert await asyncio.wait_for(cut_off, 10) == 4
-    assert len(cache.hub) == 1  # cut off; open (it counts against the limit) until its stream ends
-    with pytest.raises(FellBehind):
-        await watcher.get()
+    sink.replace([pod(str(i)) for i in range(4)])
+    await watcher.get()
     watcher.close()
-    assert len(cache.hub) == 0
+    assert hub.dropped == 3 and hub.coalesced == 0 and len(cache.hub) == 0
 
 
 async def test_watcher_limit_and_stop() -> None:

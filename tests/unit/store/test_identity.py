@@ -81,7 +81,7 @@ def manifests_source(cache: PodCache) -> Any:
 def drain(watcher: Any) -> list[tuple[EventType, str]]:
     out = []
     while watcher._queue:
-        event, _ = watcher._queue.popleft()
+        event = watcher._queue.popleft()
         out.append((event.type, event.pod.uid))
     return out
 
@@ -513,7 +513,7 @@ def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(s
     # Replaying the events gives the served pods, and each uid had a consistent life.
     alive: dict[str, bool] = {}
     while watcher._queue:
-        event, _ = watcher._queue.popleft()
+        event = watcher._queue.popleft()
         assert (event.type is EventType.ADDED) is not alive.get(event.pod.uid, False)
         alive[event.pod.uid] = event.type is not EventType.DELETED
         assert sum(alive.values()) <= 1  # never two pods for one static pod, even in between

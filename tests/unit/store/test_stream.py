@@ -22,7 +22,7 @@ from pods_api.core.store import cache as cache_module
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, WatchStreams, change
-from pods_api.core.store.watch import EventType, FellBehind, PodEvent, ServerStopping, WatchHub
+from pods_api.core.store.watch import EventType, PodEvent, ServerStopping, WatchHub
 from pods_api.gateway import sse
 
 TIMEOUT = 5.0
@@ -149,16 +149,20 @@ async def test_a_start_too_large_to_keep_is_shared_while_sent_then_let_go(
     assert len(snapshot._in_use) == 0
 
 
-async def test_a_watcher_that_falls_behind_ends_with_fell_behind() -> None:
+async def test_a_watcher_that_falls_behind_gets_the_newest_version_and_is_not_cut_off() -> None:
     cache, streams, _ = setup(capacity=1)
     sink = cache.source("a")
     watch = streams.open(View.EVERYTHING)
     sink.upsert(pod("1"))
-    sink.upsert(pod("1", "Failed"))  # still holds one undelivered event: cut off
+    sink.upsert(pod("1", "Failed"))  # one undelivered event already: coalesced
+    sink.upsert(pod("1", "Succeeded"))
     frames = watch.frames(PLAIN)
     await take(frames, 1)  # the start: nothing but the marker
-    with pytest.raises(FellBehind):
-        await anext(frames)
+    added, modified = await take(frames, 2)
+    assert (added[0], added[3]["status"]["phase"]) == ("ADDED", "Running")
+    # Coalesced: carries the revision the client had every event up to (where to resume).
+    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == ("MODIFIED", added[1], "Succeeded")
+    watch.close()
 
 
 async def test_a_selector_turns_leaving_into_deleted_and_entering_into_added() -> None:
@@ -324,17 +328,21 @@ def _pb_frames(kind: EventType, version: PodVersion, view: View, revision: int |
     return orjson.dumps([kind.name, version.uid, version.masked(view).pb.hex()])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
-    view=_VIEWS, before=st.lists(_OPS, max_size=8), after=st.lists(_OPS, max_size=25), resume=st.booleans()
+    view=_VIEWS,
+    before=st.lists(_OPS, max_size=8),
+    after=st.lists(_OPS, max_size=25),
+    resume=st.booleans(),
+    capacity=st.sampled_from([1, 3, 1000]),  # 1 and 3: a watcher behind gets events coalesced
 )
 def test_a_client_applying_the_stream_holds_exactly_the_view(
-    view: View, before: list[Any], after: list[Any], resume: bool
+    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int
 ) -> None:
     encoding = Encoding("pb", _pb_frames, lambda revision, resumed: orjson.dumps(["SYNCED", resumed]))
 
     async def scenario() -> None:
-        cache, streams, _ = setup(capacity=1000)
+        cache, streams, _ = setup(capacity=capacity)
         sink = cache.source("a")
         held: dict[str, str] = {}
         since, ops = None, before
@@ -349,8 +357,8 @@ def test_a_client_applying_the_stream_holds_exactly_the_view(
         watch = streams.open(view, since)
         for op in after:
             _apply(sink, op)
-        sink.upsert(pod("end", "Running"))  # every view shows this pod come and go: the end
-        sink.delete("end")
+        # Every view shows this pod, the newest event, so the last a client takes.
+        sink.upsert(pod("end", "Running"))
         frames = watch.frames(encoding)
         while True:
             kind, *rest = orjson.loads(await asyncio.wait_for(anext(frames), TIMEOUT))
@@ -361,13 +369,13 @@ def test_a_client_applying_the_stream_holds_exactly_the_view(
             if kind == "ADDED":
                 assert uid not in held
                 held[uid] = data
+                if uid == "end":
+                    break
             elif kind == "MODIFIED":
                 assert held[uid] != data  # never a change the view does not show
                 held[uid] = data
             else:
                 del held[uid]
-                if uid == "end":
-                    break
         watch.close()
         want = {p.uid: p.masked(view).pb.hex() for p in view.select(cache.snapshot().pods)}
         assert held == want
