@@ -6,8 +6,8 @@ largest block freed (up to 32 MiB), so after one List of a few thousand pods lat
 buffers come from the heap, and free memory inside it, or at its top below a trim threshold
 that rises with it, stays in RSS. Small blocks freed in bulk (1,000 watchers leaving: grpc's
 per-call state, our tasks) leave free pages between live ones, which only a trim returns.
-Measured at 5,000 pods (BENCHMARKS.md, W5): one gRPC and one HTTP List left 82 MiB of free heap
-in RSS; 1,000 watchers leaving, 31 MiB.
+Measured at 5,000 pods (docs/perf-notes/2026-11-30-w5-memory.md): one gRPC and one HTTP List
+left 82 MiB of free heap in RSS; 1,000 watchers leaving, 31 MiB.
 
 So the heap is trimmed once the sources have synced (what decoding them left), then every
 TRIM_EVERY seconds, in a thread. Fixing the thresholds instead (every large block its own

@@ -140,7 +140,7 @@ class DirectorySource:
         # Listing, reading and decoding run in a thread: a slow disk must not stall the event
         # loop, and the GIL's switch interval hands the loop the interpreter every 5 ms even in
         # the middle of one file's decode (measured: decoding on the loop in slices yielding
-        # between files lagged the loop 2-5x more; BENCHMARKS.md, W1). Scans never overlap, so
+        # between files lagged the loop 2-5x more in W1, `python -m bench source`). Scans never overlap, so
         # the state is not shared. The sink is called here, on the loop's thread, as it must be.
         errors: list[str] = []
         for _ in range(LIST_ATTEMPTS):

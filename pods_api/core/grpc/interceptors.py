@@ -8,7 +8,7 @@ One interceptor for both, and one wrapper per method, made the first time the me
 and reused: two interceptors each built a new handler on every call, and each put an async
 generator between every watch frame and the socket. A watch now runs admission and metrics once,
 at its start and its end, and its frames go from the stream to `context.write` with nothing
-between (BENCHMARKS.md, "gRPC per call and per frame").
+between (docs/perf-notes/2026-11-30-grpc-per-call-and-frame.md).
 """
 
 from __future__ import annotations

@@ -78,8 +78,8 @@ class _GenericOnly:
     """A server that takes generic handlers only. grpcio's generated `add_*_to_server` adds a
     service both ways; but grpc.aio keeps one pending request per registered method and awaits
     them all beside the generic one for every incoming call (`asyncio.wait` over the set), so
-    each registered health method made every Pods call dearer (BENCHMARKS.md, "gRPC per call
-    and per frame"). The generic handler serves the same methods."""
+    each registered health method made every Pods call dearer
+    (docs/perf-notes/2026-11-30-grpc-per-call-and-frame.md). The generic handler serves the same methods."""
 
     def __init__(self, server: grpc.aio.Server) -> None:
         self._server = server
