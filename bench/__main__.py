@@ -1,6 +1,6 @@
-"""`python -m bench [all|source|requests|fanout|memory|startup] [--quick] [--sweep]`: the
-benchmarks of issue 14, each beside a floor measured in the same run; prints a table and writes
-bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
+"""`python -m bench [all|source|requests|sse|fanout|memory|startup] [--quick] [--sweep]`: the
+workloads of BENCHMARKS.md (W1, W3-W6), each beside a floor measured in the same run; prints a
+table and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
 `--sweep` runs W4's rate sweep instead of its fixed rate."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from bench import fanout, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
-# (full, quick) sizes. The fan-out is issue 14's W4 at full size: ours and the floor taking
+# (full, quick) sizes. The fan-out is W4 at full size: ours and the floor taking
 # turns twice, ~4-5 minutes in all.
 SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "source": (

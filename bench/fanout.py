@@ -505,7 +505,7 @@ def run(
     repeats: int,
     fmt: str = "yaml",
 ) -> dict[str, Any]:
-    """W4 as issue 14 states it: `repeats` rounds, ours then the floor, each at `rate` for
+    """W4 as BENCHMARKS.md states it: `repeats` rounds, ours then the floor, each at `rate` for
     `seconds`; the median of each figure per side, and every phase's figures."""
     phases: dict[str, list[dict[str, Any]]] = {"ours": [], "floor": []}
     with _sides(count, grpc_watchers, sse_watchers, fmt) as sides:

@@ -1,5 +1,5 @@
 """SSE: server CPU per delivered frame, ours against a bare Starlette StreamingResponse streaming
-the same bytes (issue 14 §1), each server in its own process, interleaved.
+the same bytes (W4's SSE row in BENCHMARKS.md), each server in its own process, interleaved.
 
 Ours is the gateway app (`create_app`, under uvicorn with the gateway's connection class) on a
 core whose test source changes one pod `rate` times a second; the floor is a Starlette app whose

@@ -4,7 +4,8 @@ series and the per-call counters) recorded once, at its end.
 
 Why plain endpoints: a Get costs the bare Starlette floor ~10 µs in process; through FastAPI it
 cost ~170 µs, of which the handler was a few: FastAPI's dependency solving, eight middleware
-layers each wrapping `send`, and the instrumentator's middleware (issue 14 §3). A plain endpoint
+layers each wrapping `send`, and the instrumentator's middleware (`python -m bench requests`,
+W3 in BENCHMARKS.md). A plain endpoint
 (`PlainRoute`) names its call, checks its query parameters against the ones its FastAPI
 declaration takes, admits the call through the call table and answers; FastAPI still declares
 the route (the OpenAPI document, and the parameter names) and serves every other route and

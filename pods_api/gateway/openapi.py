@@ -199,8 +199,8 @@ def build(app: FastAPI) -> Doc:
 
 
 if __name__ == "__main__":
-    # The command this module used to be; the writer is its own module so that this one, which
-    # the app imports, does not import the app back. (Run as a script, this module is __main__,
+    # `python -m pods_api.gateway.openapi` writes the file too; the writer is its own module so
+    # that this one, which the app imports, does not import the app back. (Run as a script, this module is __main__,
     # not pods_api.gateway.openapi, so the import below closes no cycle.)
     from pods_api.gateway.openapi_writer import main
     raise SystemExit(main())

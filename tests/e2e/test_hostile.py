@@ -1,7 +1,7 @@
 """What any local user who can open the sockets can do to the server, and what the server does
 about it: idle and slow connections, connection floods, descriptor exhaustion, a stopped server
 taken for a stale one, group access, umask, oversized echoes, unknown parameters, malformed
-requests. Each test is a defect found by an outside fault driver (issue 15); each runs a real
+requests. Each test is a way to break the server that an outside fault driver found; each runs a real
 `pods-api serve` over its real sockets."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def assert_no_traceback(served: Served) -> None:
         assert bad not in text, text
 
 
-# -- defect 4: idle connections, slow headers, floods, descriptors --------------------------------
+# -- idle connections, slow headers, floods, descriptors -------------------------------------------
 
 
 def test_silent_and_dribbling_connections_are_closed_on_both_sockets(tmp_path: Path, fixtures: Path) -> None:
@@ -145,9 +145,9 @@ def test_connections_over_the_cap_are_answered_and_closed_and_the_server_keeps_s
 
 
 def test_running_out_of_descriptors_is_one_log_line_not_a_flood(tmp_path: Path, fixtures: Path) -> None:
-    """With the cap set above the descriptor limit, accept() fails with EMFILE: asyncio used to log
-    a traceback for each attempt (80 MB in 10 s). Now one line per period, and the server
-    recovers when the connections go."""
+    """With the cap set above the descriptor limit, accept() fails with EMFILE, for which asyncio
+    alone logs a traceback per attempt (80 MB in 10 s): one line per period instead, and the
+    server recovers when the connections go."""
     prlimit = shutil.which("prlimit")
     if prlimit is None:
         pytest.skip("prlimit (util-linux) is not installed")
@@ -191,7 +191,7 @@ def test_the_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path: Path, fix
     assert line.split()[3:5] == ["4096", "4096"], line
 
 
-# -- defect 5: whose socket is it ---------------------------------------------------------------
+# -- whose socket is it ----------------------------------------------------------------------------
 
 
 def fill_backlog(path: Path) -> list[socket.socket]:
@@ -256,7 +256,7 @@ def test_a_server_removes_only_the_socket_files_it_created(tmp_path: Path, fixtu
                 other.close()
 
 
-# -- defect 7, 12: directories ------------------------------------------------------------------
+# -- directories -----------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -327,7 +327,7 @@ def test_umask_000_still_makes_private_directories_and_sockets(tmp_path: Path, f
         served.close()
 
 
-# -- defect 11: one line, never a traceback -------------------------------------------------------
+# -- one line, never a traceback -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -394,7 +394,7 @@ def test_a_malformed_chunked_body_is_not_an_exception_in_the_app(tmp_path: Path,
     assert_no_traceback(served)
 
 
-# -- defect 13: echoes, prefaces, HEAD ----------------------------------------------------------
+# -- echoes, prefaces, HEAD ------------------------------------------------------------------------
 
 
 def test_a_huge_pod_uid_is_not_found_with_a_short_message_on_both_surfaces(
@@ -433,7 +433,7 @@ def test_head_is_405_on_every_route_openapi_included(tmp_path: Path, fixtures: P
                 assert response.headers["allow"] == "GET"
 
 
-# -- defect 2: how big a pod may get -----------------------------------------------------------
+# -- how big a pod may get -------------------------------------------------------------------------
 
 
 def test_a_yaml_alias_bomb_in_bytes_is_refused_before_it_becomes_a_pod() -> None:
@@ -492,7 +492,7 @@ def test_a_list_over_4_mib_needs_a_client_with_a_larger_receive_limit(tmp_path: 
         assert http_get(served, "/v1/pods").status_code == 200  # HTTP has no such limit
 
 
-# -- defects 3 and 8: clients that stop reading ------------------------------------------------
+# -- clients that stop reading ---------------------------------------------------------------------
 
 
 def _flood(fixtures: Path, served: Served, rounds: int, size: int = 100_000) -> None:
@@ -625,8 +625,9 @@ def ending_status(call: Any, within: float = TIMEOUT) -> grpc.StatusCode | None:
 def test_an_sse_client_stalled_past_the_send_timeout_still_gets_its_final_error(
     tmp_path: Path, fixtures: Path
 ) -> None:
-    """It used to be dropped ("ASGI callable returned without completing response"), where the
-    README promises a final ERROR event."""
+    """A stream cut off by the send timeout still ends with the final ERROR event that
+    docs/http-gateway.md promises, never a dropped response ("ASGI callable returned without
+    completing response")."""
     args = ("--fixtures", str(fixtures), "--send-timeout", "1", "--watch-buffer", "2")
     with serving(tmp_path / "run", *args) as served:
         sock = connect(served.http_socket)

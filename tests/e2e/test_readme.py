@@ -209,7 +209,7 @@ def test_the_start_up_log_names_both_sockets(server: Served) -> None:
 
 def test_the_retry_recipe_waits_for_readiness(tmp_path: Path) -> None:
     """The cookbook's retry line, as written, against a server that is not ready yet: one PodList
-    once it is, exit 0 (the old `--retry 5` gave up after ~5 s with the 503 bodies concatenated)."""
+    once it is, exit 0 (a bare `--retry 5` gives up after ~5 s with the 503 bodies concatenated)."""
     (command,) = [c for c in cookbook() if "--retry" in c]
     fixtures = str(ROOT / "examples" / "fixtures")
     with serving(tmp_path / "run", "--fixtures", fixtures, "--ready-delay", "5", ready=False) as served:

@@ -164,10 +164,10 @@ async def test_a_sink_refuses_calls_from_another_thread() -> None:
 
 # -- end to end: the server keeps serving ---------------------------------------------------------
 
-# `pods-api serve` with the error-message helper as it was before it was fixed (it fell back to
-# repr(), which raises RecursionError on a deeply nested value): the failure found from outside,
-# reproduced with a real input, so that supervision is tested against the real thing.
-_WITH_THE_OLD_DEFECT = """
+# `pods-api serve` with the codec's error-message helper replaced by repr(), which raises
+# RecursionError on a deeply nested value: a source that fails unexpectedly on a real input (no
+# hook of ours to make it fail), so that supervision is tested against a real failure.
+_WITH_A_FAILING_SOURCE = """
 import sys
 from pods_api.core.api import codec
 codec._brief = lambda value, depth: repr(value)
@@ -187,7 +187,7 @@ async def test_the_server_keeps_serving_when_a_source_fails(tmp_path: Path) -> N
     fixtures = tmp_path / "fixtures"
     fixtures.mkdir()
     write(fixtures / "web.yaml", dump(pod("web", uid="uid-web")))
-    served = _start_with_the_old_defect(tmp_path / "run", "--fixtures", str(fixtures), "--log-level", "debug")
+    served = _start_failing(tmp_path / "run", "--fixtures", str(fixtures), "--log-level", "debug")
     watch = None
     try:
         served.wait_ready()
@@ -235,9 +235,9 @@ async def test_a_deeply_nested_fixture_is_a_clear_error(tmp_path: Path) -> None:
         assert not any("failed (" in seen for seen in served.lines)  # no restart: nothing raised
 
 
-def _start_with_the_old_defect(run_dir: Path, *args: str) -> Served:
-    """`pods-api serve` as `serve.start` runs it, with the old error-message helper."""
-    cmd = [sys.executable, "-c", _WITH_THE_OLD_DEFECT, "serve", "--run-dir", str(run_dir)]
+def _start_failing(run_dir: Path, *args: str) -> Served:
+    """`pods-api serve` as `serve.start` runs it, with the repr() error-message helper."""
+    cmd = [sys.executable, "-c", _WITH_A_FAILING_SOURCE, "serve", "--run-dir", str(run_dir)]
     proc = subprocess.Popen(
         [*cmd, "--node-name", "node-1", *args],
         stderr=subprocess.PIPE,

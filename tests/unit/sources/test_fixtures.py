@@ -202,8 +202,8 @@ async def test_a_file_name_that_is_not_utf8_is_skipped_and_watching_goes_on(
     harness: Harness,
     caplog,  # type: ignore[no-untyped-def]
 ) -> None:
-    """watchfiles raises on such a name; change notices used to stop for good (a 30 s relist
-    instead, and a log line that did not say why)."""
+    """watchfiles raises on such a name; change notices must go on (not stop for good, leaving
+    a 30 s relist and a log line that does not say why)."""
     write(tmp_path / "a.yaml", dump(pod("a", uid="uid-a")))
     await start(harness, tmp_path)
 

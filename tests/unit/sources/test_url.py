@@ -219,7 +219,7 @@ async def test_a_uid_another_source_gives_up_is_taken_at_the_next_poll(
     ]
 
 
-# -- secrets (issue 15, defect 6) ----------------------------------------------------------------
+# -- secrets: what the URL carries is sent, never shown --------------------------------------------
 
 
 async def test_a_token_in_the_query_string_is_sent_and_never_shown(
