@@ -102,3 +102,16 @@ def test_the_docs_speak_of_the_code_not_of_tickets(doc: Path) -> None:
     """Documentation says what is and why; which ticket asked for it is the history's job."""
     named = re.findall(r"\bissue \d+", doc.read_text(), re.I)
     assert named == [], f"{doc.relative_to(ROOT)} names {named}"
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """`.ci/run` ends with the README's test command exactly as a newcomer types it, so that CI
+    sees what a fresh clone sees (a variant such as `python -m pytest` puts the checkout on the
+    path and can hide an import that only works from there)."""
+    readme = (ROOT / "README.md").read_text()
+    (line,) = [line for line in readme.splitlines() if line.rstrip().endswith("# test")]
+    command = line.rsplit("#", 1)[0].strip()
+    assert command == "pip install -e '.[test]' && pytest"
+    steps = [s.strip() for s in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [s for s in steps if s and not s.startswith("#")]
+    assert steps[-1] == command, f".ci/run ends with {steps[-1]!r}, not the README's {command!r}"
