@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pods_api.core.store.cache import PodCache
-from pods_api.core.policy.calls import CALLS, Calls
 from pods_api.core.config import Config
+from pods_api.core.policy.calls import CALLS, Calls
 from pods_api.core.policy.metrics import Metrics
 from pods_api.core.policy.ratelimit import TokenBucket
+from pods_api.core.store.cache import PodCache
 from pods_api.core.store.stream import WatchStreams
 from pods_api.core.store.watch import WatchHub
+
+
 @dataclass(eq=False)
 class Core:
     """What every surface is built on: the gRPC server and the gateway take this and nothing else."""

@@ -6,9 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pods_api.core.policy.connections import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_SEND_TIMEOUT
+from pods_api.core.policy.connections import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_SEND_TIMEOUT,
+)
 from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from pods_api.sources import Source, SourceContext
+
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
 # Ours when bridging the kubelet (--kubelet-socket): the kubelet owns DEFAULT_SOCKET then, and a
@@ -40,7 +45,8 @@ class Config:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     send_timeout: float = DEFAULT_SEND_TIMEOUT
-    max_connections: int | None = None  # per surface; None: from the descriptor limit (core/policy/connections.py)
+    # Per surface; None: from the descriptor limit (core/policy/connections.py).
+    max_connections: int | None = None
     # Builds the pod sources (the command line checked that it can); see pods_api/sources/registry.py.
     sources: Callable[[SourceContext], list[Source]] = lambda context: []
 

@@ -18,13 +18,14 @@ from fastapi.params import Depends as Dependency
 from starlette.requests import Request
 from starlette.types import Scope
 
+from pods_api.core.api.status import FailedPrecondition
+from pods_api.core.assembly import Core
 from pods_api.core.policy.calls import HTTP_API_VERSION, refusal
 from pods_api.core.policy.metrics import Metrics
-from pods_api.core.assembly import Core
-from pods_api.core.api.status import FailedPrecondition
 from pods_api.gateway import formats
 from pods_api.gateway.errors import Code, code_of_number
 from pods_api.gateway.params import known_parameters
+
 LIST, GET, WATCH, LOOKUP = "ListPods", "GetPod", "WatchPods", "Lookup"
 # Query parameters that make `GET /v1/pods` a Lookup (by an index) rather than a List.
 LOOKUP_PARAMETERS = ("containerID", "podIP")

@@ -16,10 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pods_api.core.assembly import Core
 from pods_api.gateway import errors, health, openapi, pods
-from pods_api.gateway.kube import routes as kube
-from pods_api.gateway.kube import errors as kubestatus
 from pods_api.gateway import httpmetrics as metrics
 from pods_api.gateway.front import Front, PlainRoute
+from pods_api.gateway.kube import errors as kubestatus
+from pods_api.gateway.kube import routes as kube
+
+
 class GatewayApp(FastAPI):
     """FastAPI, with the front layer ahead of it (and of its middleware stack)."""
 

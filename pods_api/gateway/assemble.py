@@ -9,11 +9,12 @@ from typing import Any
 
 import orjson
 
+from pods_api.core.query.view import View
 from pods_api.core.store.cache import Snapshot
 from pods_api.core.store.index import Hit
 from pods_api.core.store.pod import PodVersion
-from pods_api.core.query.view import View
 from pods_api.gateway.formats import Format, render
+
 # Kubernetes JSON puts TypeMeta first, as the API server does for a single object.
 _POD_HEAD = b'{"kind":"Pod","apiVersion":"v1"'
 _LIST_HEAD = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"%d"},"items":['

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.core.api.status import Code, StatusError, quote
+
 __all__ = ["HTTP_STATUS", "ApiError", "Code", "error_body", "error_response", "http_status", "install"]
 
 log = logging.getLogger(__name__)

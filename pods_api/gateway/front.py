@@ -25,12 +25,13 @@ from starlette.responses import Response
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pods_api.core.policy.metrics import Metrics
 from pods_api.core.api.status import StatusError
+from pods_api.core.policy.metrics import Metrics
+from pods_api.gateway.admission import record_call, response_code
 from pods_api.gateway.errors import Code, error_response
 from pods_api.gateway.hosts import host_refusal
 from pods_api.gateway.httpmetrics import UNMATCHED, HttpMetrics, content_length
-from pods_api.gateway.admission import record_call, response_code
+
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 

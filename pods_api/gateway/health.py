@@ -5,11 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from starlette.responses import PlainTextResponse, Response
 
-from pods_api.core.policy.calls import NOT_SYNCED_RETRY_AFTER
 from pods_api.core.assembly import Core
+from pods_api.core.policy.calls import NOT_SYNCED_RETRY_AFTER
 from pods_api.gateway import openapi
 from pods_api.gateway.errors import Code, error_response
 from pods_api.gateway.params import known_parameters
+
+
 def router(core: Core) -> APIRouter:
     probes = APIRouter(tags=["probes"], dependencies=[Depends(known_parameters)])
 

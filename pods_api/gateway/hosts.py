@@ -15,6 +15,8 @@ from starlette.types import Scope
 
 from pods_api.core.api.status import quote
 from pods_api.gateway.errors import Code, error_response
+
+
 def is_loopback_host(host: str) -> bool:
     """`localhost`, `127.x.x.x` or `[::1]`, each with an optional port."""
     host = host.strip().lower()

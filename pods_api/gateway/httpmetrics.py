@@ -20,6 +20,7 @@ from starlette.responses import Response
 from pods_api.core.assembly import Core
 from pods_api.gateway import openapi
 from pods_api.gateway.params import known_parameters
+
 # The instrumentator's buckets: a fine one without labels for percentiles, a coarse one by route.
 LATENCY_FINE_BUCKETS = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 7.5, 10, 30, 60,

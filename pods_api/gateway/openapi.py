@@ -17,6 +17,7 @@ from starlette.routing import Route
 from pods_api.gateway import podschema
 from pods_api.gateway.errors import HTTP_STATUS, Code
 from pods_api.gateway.podschema import POD, POD_LIST, ref
+
 Doc = dict[str, Any]
 
 TITLE = "pods-api HTTP gateway"
@@ -203,4 +204,5 @@ if __name__ == "__main__":
     # that this one, which the app imports, does not import the app back. (Run as a script, this module is __main__,
     # not pods_api.gateway.openapi, so the import below closes no cycle.)
     from pods_api.gateway.openapi_writer import main
+
     raise SystemExit(main())

@@ -13,10 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-from pods_api.core.config import Config
 from pods_api.core.assembly import build_core
+from pods_api.core.config import Config
 from pods_api.gateway.app import create_app
 from pods_api.gateway.openapi import Doc
+
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 COMMAND = "python -m pods_api.gateway.openapi_writer"
 

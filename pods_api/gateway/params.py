@@ -19,6 +19,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
 from pods_api.core.api.status import InvalidArgument, quote
+
 # Unknown names listed in one error: enough to fix a request, bounded for a hostile one.
 NAMES_SHOWN = 5
 

@@ -22,15 +22,16 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.query.lookup import CONTAINER_ID, POD_IP, LookupKey, find
-from pods_api.core.assembly import Core
 from pods_api.core.api.status import InvalidArgument, NotFound, quote
+from pods_api.core.assembly import Core
+from pods_api.core.query.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.core.query.view import View, parse_view
 from pods_api.gateway import formats, openapi, params
+from pods_api.gateway.admission import CALL_KEY, GET, LIST, LOOKUP, WAITS_KEY, WATCH, admit, list_call
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
 from pods_api.gateway.front import PlainRoute
-from pods_api.gateway.admission import CALL_KEY, GET, LIST, LOOKUP, WAITS_KEY, WATCH, admit, list_call
 from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
+
 FIELDS_DOC = (
     "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "
     "repeatable. `metadata.name`, `metadata.namespace` and `metadata.uid` are always kept. "

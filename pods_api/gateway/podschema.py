@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pods_api.core.api.schema import Field, MessageSchema, Special, pod_schema
+
 Schema = dict[str, Any]
 
 POD = "io.k8s.api.core.v1.Pod"

@@ -31,15 +31,16 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.policy.ratelimit import ThrottledLog
-from pods_api.core.store.stream import Encoding, Watch, WatchStreams
 from pods_api.core.query.view import View
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.stream import Encoding, Watch, WatchStreams
 from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
+from pods_api.gateway.admission import OUTCOME_KEY, end_stream
 from pods_api.gateway.assemble import pod_bytes
 from pods_api.gateway.connection import LAST_WORDS
 from pods_api.gateway.errors import ApiError, Code, error_body
-from pods_api.gateway.admission import OUTCOME_KEY, end_stream
+
 log = logging.getLogger(__name__)
 
 # A watch slot frees only when another watch ends: retrying every second is pointless.

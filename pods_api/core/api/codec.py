@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError, Message
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.quantity import QuantityError, canonical_quantity
 from pods_api.core.api.schema import Field, MessageSchema, Special, pod_schema, zero_of
+
 __all__ = [
     "CodecError",
     "Decoded",

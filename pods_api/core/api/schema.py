@@ -14,6 +14,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from pods_api.core.api.pb import gofacts_pb2, k8s_core_v1_pb2
+
 POD = "k8s.io.api.core.v1.Pod"
 
 

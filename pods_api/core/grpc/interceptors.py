@@ -20,11 +20,12 @@ from typing import Any, NoReturn
 
 import grpc
 
-from pods_api.core.policy.calls import Call, refusal
-from pods_api.core.grpc.requests import Unparsable
-from pods_api.core.policy.metrics import Metrics
-from pods_api.core.assembly import Core
 from pods_api.core.api.status import Code, Internal, StatusError
+from pods_api.core.assembly import Core
+from pods_api.core.grpc.requests import Unparsable
+from pods_api.core.policy.calls import Call, refusal
+from pods_api.core.policy.metrics import Metrics
+
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
 Recorder = Callable[[grpc.aio.ServicerContext, BaseException | None], None]

@@ -10,16 +10,17 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
-from pods_api.core.policy import connections as limits
-from pods_api.core.store.cache import PodCache
-from pods_api.core.policy.calls import Calls
-from pods_api.core.grpc import reflection
+from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
+from pods_api.core.assembly import Core
 from pods_api.core.grpc import lookup_service as lookup
+from pods_api.core.grpc import reflection
 from pods_api.core.grpc.interceptors import PodsInterceptor
 from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, PodsService
-from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from pods_api.core.assembly import Core
+from pods_api.core.policy import connections as limits
+from pods_api.core.policy.calls import Calls
+from pods_api.core.store.cache import PodCache
+
 # What health and reflection name: every service of the API.
 SERVICES = (*(c.value for c in Contract), lookup.SERVICE)
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from pods_api.core.store.cache import NOT_SYNCED, PodCache
-from pods_api.core.policy.ratelimit import TokenBucket
 from pods_api.core.api.status import FailedPrecondition, ResourceExhausted, StatusError
+from pods_api.core.policy.ratelimit import TokenBucket
+from pods_api.core.store.cache import NOT_SYNCED, PodCache
+
 RATE_LIMITED = "rate limit exceeded; retry later"
 # A sync takes seconds; retrying sooner only adds load.
 NOT_SYNCED_RETRY_AFTER = 1.0

@@ -19,6 +19,7 @@ import resource
 from typing import TYPE_CHECKING, Any
 
 from pods_api.core.policy.ratelimit import ThrottledLog
+
 if TYPE_CHECKING:
     from pods_api.core.config import Config
 log = logging.getLogger(__name__)

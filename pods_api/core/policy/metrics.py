@@ -9,9 +9,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pods_api.core.store.cache import OverlaySink, PodCache, SourceSink
-from pods_api.core.policy.calls import Calls
 from pods_api.core.api.status import Code
+from pods_api.core.policy.calls import Calls
+from pods_api.core.store.cache import OverlaySink, PodCache, SourceSink
+
 _REQUEST_LABELS = ("server_api_version", "status_code")
 
 # The kubelet's exposition has no *_created series; scrapers of its Pods API metrics expect the

@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.schema import Field, MessageSchema, pod_schema
 from pods_api.core.api.status import InvalidArgument
+
 # A mask travels in one gRPC metadata value (grpc's default limit for all metadata is 8 KiB);
 # selecting Pod fields never needs more than a few hundred characters.
 MAX_MASK_LENGTH = 4096

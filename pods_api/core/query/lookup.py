@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pods_api.core.store.cache import PodCache
-from pods_api.core.store.index import BY_CONTAINER_ID, BY_NAME, BY_POD_IP, Hit, InvalidLookup
 from pods_api.core.api.status import InvalidArgument
 from pods_api.core.query.view import View
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.index import BY_CONTAINER_ID, BY_NAME, BY_POD_IP, Hit, InvalidLookup
+
 # The parameter names of a lookup, as HTTP query parameters and in error messages (gRPC's
 # LookupRequest fields have these JSON names too).
 CONTAINER_ID = "containerID"

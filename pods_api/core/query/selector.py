@@ -31,6 +31,7 @@ from enum import Enum
 from typing import Any
 
 from pods_api.core.api.status import InvalidArgument
+
 # Go's int64, for `>` and `<` values (strconv.ParseInt(v, 10, 64)).
 _INT64 = (-(2**63), 2**63 - 1)
 _NAME_MAX = 63  # a label key's name part and a label value (validation.LabelValueMaxLength)

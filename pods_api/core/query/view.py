@@ -16,6 +16,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pods_api.core.query.fieldmask import FieldMask, parse_mask
 from pods_api.core.query.selector import parse_selector
+
+
 class Selector(Protocol):
     """Decides whether a pod is in a view, from the pod's Kubernetes JSON (what `kubectl get -o
     json` prints, Go's zero values included). `key` is the selector's canonical text: two

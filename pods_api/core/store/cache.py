@@ -43,6 +43,7 @@ from pods_api.core.store.index import (
 from pods_api.core.store.lru import LRU
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.watch import EventType, PodEvent, Watcher, WatchHub
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

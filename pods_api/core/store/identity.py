@@ -85,6 +85,7 @@ from enum import Enum
 from typing import Any
 
 from pods_api.core.store.pod import PodVersion
+
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_HASH = "kubernetes.io/config.hash"
 CONFIG_SOURCE = "kubernetes.io/config.source"

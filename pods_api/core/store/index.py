@@ -23,8 +23,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.api.status import InvalidArgument
+from pods_api.core.store.pod import PodVersion
+
 BY_NAME = "namespace/name"
 BY_CONTAINER_ID = "containerID"
 BY_POD_IP = "podIP"

@@ -17,10 +17,11 @@ import orjson
 from google.protobuf.message import DecodeError
 
 from pods_api.core.api.codec import CodecError, pod_from_message, pod_to_message
-from pods_api.core.query.fieldmask import FieldMask
-from pods_api.core.store.lru import LRU
 from pods_api.core.api.pb import k8s_core_v1_pb2
+from pods_api.core.query.fieldmask import FieldMask
 from pods_api.core.query.view import View
+from pods_api.core.store.lru import LRU
+
 # The largest pod the sources accept, encoded (protobuf): the API server's own limit on an
 # object (etcd's default request size, 1.5 MiB). Every Get and watch event then fits in a
 # default gRPC client's 4 MiB receive limit; a List of many pods may not (README: Limits).

@@ -22,11 +22,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache, Snapshot
 from pods_api.core.store.lru import LRU
 from pods_api.core.store.pod import PodVersion
-from pods_api.core.query.view import View
 from pods_api.core.store.watch import EventType, PodEvent, Watcher
+
 # Frames kept for reuse across watchers, per (event, encoding, view): enough for a burst of
 # events to every watcher of a busy node in the few encodings and views in use, bounded so a
 # client cycling through masks cannot grow it, and a quiet server holds little.
@@ -67,7 +68,11 @@ def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
             return EventType.ADDED, pod
     elif not view.contains(pod.json):
         return None
-    if kind is EventType.MODIFIED and previous is not None and _unchanged(previous, pod, view, event.coalesced):
+    if (
+        kind is EventType.MODIFIED
+        and previous is not None
+        and _unchanged(previous, pod, view, event.coalesced)
+    ):
         return None
     return kind, pod
 

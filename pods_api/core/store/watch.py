@@ -31,8 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
 
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.api.status import Code, ResourceExhausted, StatusError
+from pods_api.core.store.pod import PodVersion
 
 
 class EventType(IntEnum):

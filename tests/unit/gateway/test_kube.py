@@ -13,17 +13,16 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from gatewayharness import TIMEOUT, Gateway, GatewayFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from samples import make_pod
 from strategies import pods
-from gatewayharness import TIMEOUT, Gateway, GatewayFactory
 
 from pods_api.core.api.printer import POD_COLUMNS
 from pods_api.core.store.pod import PodVersion
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube.objects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_END, LIST_BLUEPRINT
-
 
 # What kubectl 1.37 sends for `get`.
 TABLE = (

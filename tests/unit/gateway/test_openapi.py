@@ -3,8 +3,6 @@ response conforms to it (schemathesis), and every List item validates against it
 
 from __future__ import annotations
 
-from repo import ROOT
-
 import json
 import subprocess
 import sys
@@ -15,10 +13,11 @@ import jsonschema
 import orjson
 import pytest
 import schemathesis
+from gatewayharness import PODS, Gateway, version
 from hypothesis import HealthCheck, settings
+from repo import ROOT
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
-from gatewayharness import PODS, Gateway, version
 
 from pods_api.core.assembly import build_core
 from pods_api.core.config import Config

@@ -3,18 +3,14 @@
 
 from __future__ import annotations
 
-from repo import ROOT
-
 import inspect
 import socket
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 import yaml
-from kubernetes.client import ApiClient
 from gatewayharness import (
     PODS,
     Gateway,
@@ -22,12 +18,12 @@ from gatewayharness import (
     make_pod,
     serving,
 )
+from gatewayjson import TYPE_META, canonical, deserialize
+from repo import ROOT
 
-from pods_api.core.api.codec import pod_from_message, pod_to_message
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.gateway.errors import HTTP_STATUS, Code
 from pods_api.gateway.hosts import is_loopback_host
-from gatewayjson import TYPE_META, canonical, deserialize  # noqa: F401
 
 # The `gateway` and `make_gateway` fixtures.
 

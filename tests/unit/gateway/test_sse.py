@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 import pytest
-from gatewayjson import TYPE_META, canonical, deserialize
 from gatewayharness import (
     PODS,
     TIMEOUT,
@@ -21,6 +20,7 @@ from gatewayharness import (
     version,
     watching,
 )
+from gatewayjson import TYPE_META, canonical, deserialize
 
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
