@@ -197,12 +197,3 @@ def build(app: FastAPI) -> Doc:
     schemas[ERROR] = _error_schema()
     schemas[LOOKUP_LIST] = _lookup_list_schema()
     return doc
-
-
-if __name__ == "__main__":
-    # `python -m pods_api.gateway.openapi` writes the file too; the writer is its own module so
-    # that this one, which the app imports, does not import the app back. (Run as a script, this module is __main__,
-    # not pods_api.gateway.openapi, so the import below closes no cycle.)
-    from pods_api.gateway.openapi_writer import main
-
-    raise SystemExit(main())
