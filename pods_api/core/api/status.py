@@ -80,6 +80,17 @@ class InvalidArgument(StatusError):
     code = Code.INVALID_ARGUMENT
 
 
+class SelectorError(InvalidArgument, ValueError):
+    """An invalid label or field selector: which one, what is wrong, and at which character."""
+
+    def __init__(self, kind: str, text: str, position: int, problem: str) -> None:
+        super().__init__(f"invalid {kind} selector {text!r} at position {position}: {problem}")
+        self.kind = kind
+        self.text = text
+        self.position = position
+        self.problem = problem
+
+
 class NotFound(StatusError):
     code = Code.NOT_FOUND
 

@@ -9,21 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pods_api.core.query.selector import (
-    EVERYTHING,
-    FieldSelector,
-    LabelSelector,
-    Op,
-    Requirement,
-    SelectorError,
-    Token,
-    escape_value,
-    lex,
-    parse_fields,
-    parse_labels,
-    parse_selector,
-    path_getter,
-)
+from pods_api.core.api.status import SelectorError
+from pods_api.core.query.fields import FieldSelector, escape_value, parse_fields, path_getter
+from pods_api.core.query.labels import LabelSelector, Op, Requirement, Token, lex, parse_labels
+from pods_api.core.query.selector import EVERYTHING, parse_selector
 
 # TestSelectorParse: these restring to themselves with the spaces removed.
 LABEL_GOOD = ["x=a,y=b,z=c", "", "x!=a,y=b", "x=", "x= ", "x=,z= ", "x= ,z= ", "!x", "x>1", "x>1,z<5"]
