@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(serve(config))
     except (StartupError, OSError, ValueError) as exc:
         print(f"pods-api: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(getattr(exc, "exit_code", 1)) from None
 
 
 # -- logging -----------------------------------------------------------------------------------

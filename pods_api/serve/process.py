@@ -34,7 +34,12 @@ SHUTDOWN_GRACE = 1.5
 
 
 class StartupError(Exception):
-    """Something the user must fix before the server can start: one line, no traceback."""
+    """Something the user must fix before the server can start: one line, no traceback, and
+    `exit_code` (1; 2 for a configuration that can never be served safely, as a bad flag)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def build_sources(config: Config, core: Core) -> list[Source]:
@@ -124,6 +129,8 @@ def _claim(path: Path, config: Config, claims: list[sockets.Claim]) -> sockets.C
         claimed = sockets.claim(path, config.socket_group)
     except sockets.SocketInUse as exc:
         raise StartupError(str(exc)) from None
+    except sockets.UnsafeDirectory as exc:
+        raise StartupError(str(exc), exit_code=2) from None
     claims.append(claimed)
     return claimed
 

@@ -11,6 +11,16 @@ without a held lock is still probed, since another program (the kubelet) may ser
 refused connection makes it stale. On exit a server removes a socket file only if it is still
 the one it bound (same inode): a file that a later server put there is never ours to delete.
 The lock file stays: unlinking it would let two servers lock two different files.
+
+Whose directory is it: a socket directory that another user can write to, or that another user
+owns, lets them replace the socket with their own listener, and clients would talk to it. So
+before anything is bound there, the directory and every directory above it are checked as
+OpenSSH checks the path of a key file (`safe_path`): each belongs to root or to us, and nobody
+else may write to it. Two differences, both safe: group write on the socket directory itself is
+accepted when that group is `--socket-group` (pods-api was told to share it), and a sticky
+directory above it (/tmp, 1777) is, since others can neither remove nor rename what is ours in
+it. The socket directory must not be a symlink; symlinks above it are followed, and the
+directories they lead through are checked too.
 """
 
 from __future__ import annotations
@@ -43,6 +53,10 @@ MAX_PATH_BYTES = 107
 
 class SocketInUse(Exception):
     pass
+
+
+class UnsafeDirectory(Exception):
+    """A socket directory another user could take the sockets over in."""
 
 
 @dataclass
@@ -86,8 +100,11 @@ class Claim:
 
 def claim(path: Path, group: str | None = None) -> Claim:
     """Make `path` ready to bind: create its directory, take its lock, refuse a live socket,
-    remove a stale one. Raises SocketInUse."""
+    remove a stale one. Raises SocketInUse, and UnsafeDirectory for a directory another user
+    could replace the socket in."""
+    check_directory(path.parent, group)  # before creating anything in another user's directory
     make_directory(path.parent, group)
+    check_directory(path.parent, group)
     lock_fd = _lock(path)
     try:
         _clear(path)
@@ -141,6 +158,61 @@ def is_live(path: Path) -> bool:
     finally:
         probe.close()
     return True
+
+
+def check_directory(path: Path, group: str | None = None) -> None:
+    """Raises UnsafeDirectory unless only root and we can change what is in `path` (see the
+    module's docstring). A `path` not made yet: the directories it would be made in."""
+    uid = os.geteuid()
+    shared_gid = resolve_group(group) if group is not None else None
+    if not os.path.lexists(path):
+        parent = Path(os.path.abspath(path)).parent
+        while not os.path.lexists(parent):
+            parent = parent.parent
+        path = parent
+        own = False
+    else:
+        own = True
+    try:
+        if own and stat.S_ISLNK(os.lstat(path).st_mode):
+            raise UnsafeDirectory(
+                f"{path} is a symlink (to {os.path.realpath(path)}); refusing to serve from it: "
+                "give the directory itself"
+            )
+        # Every directory the path goes through, symlinks followed: each prefix's real path and
+        # the directories above it (a symlink's own directory is a prefix too).
+        absolute = Path(os.path.abspath(path))
+        real = Path(os.path.realpath(absolute))
+        seen: dict[Path, bool] = {real: own}  # directory -> whether it is the socket directory
+        for prefix in (absolute, *absolute.parents):
+            resolved = Path(os.path.realpath(prefix))
+            for directory in (resolved, *resolved.parents):
+                seen.setdefault(directory, False)
+        for directory, own in seen.items():
+            _check_one(directory, own, uid, shared_gid)
+    except OSError as exc:
+        raise UnsafeDirectory(f"cannot check {exc.filename or path}: {exc.strerror}") from None
+
+
+def _check_one(directory: Path, own: bool, uid: int, shared_gid: int | None) -> None:
+    st = os.stat(directory)
+    where = "the socket directory" if own else "a directory above the socket directory"
+    if st.st_uid not in (0, uid):
+        raise UnsafeDirectory(
+            f"{directory} ({where}) belongs to uid {st.st_uid}, not to root or to this user (uid "
+            f"{uid}): its owner could replace the sockets; refusing to serve from it"
+        )
+    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if own and shared_gid is not None and st.st_gid == shared_gid:
+        writable &= ~stat.S_IWGRP  # the --socket-group was given the directory
+    if not own and st.st_mode & stat.S_ISVTX:
+        writable = 0  # sticky (/tmp): others cannot remove or rename our entries in it
+    if writable:
+        who = "other users" if writable & stat.S_IWOTH else f"group {st.st_gid}"
+        raise UnsafeDirectory(
+            f"{directory} ({where}, mode {stat.S_IMODE(st.st_mode):04o}) is writable by {who}: "
+            "they could replace the sockets; refusing to serve from it"
+        )
 
 
 def make_directory(path: Path, group: str | None = None) -> None:

@@ -11,7 +11,9 @@ after every failed fetch, which goes to `failed`) the poll is retried with jitte
 backoff, capped at the interval. A fetch has a total deadline, headers and body together, so a
 server that drips its body cannot stall the source. Credentials never appear in the name, the
 URL httpx logs, or an error: a password in the URL goes as Basic auth, header values and `auth`
-are never shown.
+are never shown. Redirects are followed, but a redirect to another origin (scheme, host or port)
+carries none of the configured headers, as curl drops Authorization there (httpx drops the
+Basic auth itself): they were given for the URL's server, not for wherever it points.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ class Poller:
             verify=self._verify,
             timeout=self._deadline,  # per step as well: a refused connect fails at once
             follow_redirects=True,
+            event_hooks={"request": [self._drop_headers_off_origin]},
         ) as client:
             while True:
                 try:
@@ -110,6 +113,14 @@ class Poller:
                         self._etag = etag
                 failures = 0 if good else failures + 1
                 await asyncio.sleep(self.backoff(failures) if failures else self.interval)
+
+    async def _drop_headers_off_origin(self, request: httpx.Request) -> None:
+        """Called for every request, redirects included: one to another origin loses the
+        configured headers (those from files too)."""
+        if _origin(request.url) == _origin(self._request_url):
+            return
+        for name, _ in (*self._headers, *self._header_files):
+            request.headers.pop(name, None)
 
     def backoff(self, failures: int) -> float:
         # Jitter keeps many nodes that lost the same server from coming back in lockstep.
@@ -144,6 +155,28 @@ class Poller:
                 raise PollError(f"body over the {self._max_bytes} byte limit")
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
+
+
+# Query parameter names whose values are credentials, as cloud storage and API gateways name
+# them (a signed URL's `X-Amz-Signature`, `sig`, `access_token`, `api_key`, ...).
+_CREDENTIAL_PARAM = re.compile(r"token|key|secret|pass|auth|sig|credential", re.IGNORECASE)
+
+
+def credentials_in(url: str) -> list[str]:
+    """What in `url` looks like a credential: "a password", and the names of query parameters
+    named like one (never their values)."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return []
+    found = ["a password"] if parsed.password else []
+    found += [f"query parameter {name!r}" for name in parsed.params if _CREDENTIAL_PARAM.search(name)]
+    return found
 
 
 def parse_url(url: str, flag: str) -> httpx.URL:

@@ -6,12 +6,14 @@ a total deadline per fetch, jittered exponential backoff capped at the interval)
 or a body that does not decode keeps the last good pods. Header values are credentials: they
 appear in no name and no log line, and neither does a password or a query value in the URL.
 A header's value may come from a file (`--manifest-url-header-file 'Name: PATH'`), read at each
-poll, so a token stays off the command line (any local user reads /proc/PID/cmdline).
+poll, so a token stays off the command line (any local user reads /proc/PID/cmdline): a URL that
+carries a password or a query parameter named like a credential is warned about at start.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,8 +22,10 @@ from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.loader import KUBELET_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
-from pods_api.sources.poller import Poller, PollError, read_header_files, shown_url
+from pods_api.sources.poller import Poller, PollError, credentials_in, read_header_files, shown_url
 from pods_api.sources.staticpod import StaticPodRules
+
+log = logging.getLogger(__name__)
 
 FLAG = "--manifest-url"
 # The kubelet's --http-check-frequency default: how often it polls the manifest URL.
@@ -51,6 +55,15 @@ class ManifestURLSource:
         self._problems: tuple[list[str], list[str]] = ([], [])  # errors, warnings of that body
 
     async def run(self, sink: SourceSink) -> None:
+        found = credentials_in(self.url)
+        if found:
+            log.warning(
+                "%s: %s on the command line, where any local user reads it (/proc/PID/cmdline); "
+                "send it as a header read from a file instead: --manifest-url-header-file 'NAME: PATH'",
+                self.name,
+                " and ".join(found),
+            )
+
         def failed(exc: PollError) -> None:
             self._reporter.attempt_failed(f"{self.name}: {exc}")
 

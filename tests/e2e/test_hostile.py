@@ -327,6 +327,92 @@ def test_umask_000_still_makes_private_directories_and_sockets(tmp_path: Path, f
         served.close()
 
 
+# -- a run directory another user could take the sockets over in ----------------------------------
+
+NOBODY = 65534
+
+
+def _world_writable(base: Path) -> Path:
+    (base / "run").mkdir(mode=0o750)
+    (base / "run").chmod(0o777)
+    return base / "run"
+
+
+def _group_writable(base: Path) -> Path:
+    (base / "run").mkdir(mode=0o750)
+    (base / "run").chmod(0o770)
+    return base / "run"
+
+
+def _owned_by_nobody(base: Path) -> Path:
+    (base / "run").mkdir(mode=0o750)
+    os.chown(base / "run", NOBODY, NOBODY)
+    return base / "run"
+
+
+def _symlink_to_a_good_one(base: Path) -> Path:
+    (base / "real").mkdir(mode=0o750)
+    (base / "run").symlink_to(base / "real")
+    return base / "run"
+
+
+def _under_a_parent_nobody_owns(base: Path) -> Path:
+    (base / "theirs").mkdir(mode=0o755)
+    os.chown(base / "theirs", NOBODY, NOBODY)
+    return base / "theirs" / "run"  # pods-api would create it there
+
+
+def _through_a_symlink_to_a_parent_nobody_owns(base: Path) -> Path:
+    (base / "theirs").mkdir(mode=0o755)
+    os.chown(base / "theirs", NOBODY, NOBODY)
+    (base / "link").symlink_to(base / "theirs")
+    return base / "link" / "run"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another uid")
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_world_writable, "(the socket directory, mode 0777) is writable by other users"),
+        (_group_writable, "(the socket directory, mode 0770) is writable by group 0"),
+        (_owned_by_nobody, "(the socket directory) belongs to uid 65534"),
+        (_symlink_to_a_good_one, "is a symlink (to "),
+        (_under_a_parent_nobody_owns, "theirs (a directory above the socket directory) belongs to uid 65534"),
+        (_through_a_symlink_to_a_parent_nobody_owns, "theirs (a directory above the socket directory)"),
+    ],
+    ids=["world-writable", "group-writable", "owned-by-another", "symlink", "parent", "symlinked-parent"],
+)
+def test_a_run_dir_another_user_could_take_over_is_refused(
+    tmp_path: Path, fixtures: Path, make: Callable[[Path], Path], message: str
+) -> None:
+    """uid 65534 replaced pods-api.sock with its own listener in such a directory, used without
+    a word, and clients talked to it."""
+    run_dir = make(tmp_path)
+    result = subprocess.run(
+        [PODS_API, "serve", "--run-dir", str(run_dir), "--fixtures", str(fixtures)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "refusing to serve from it" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(Path(os.path.realpath(run_dir)).glob("*.sock")), "nothing bound there"
+    if make in (_under_a_parent_nobody_owns, _through_a_symlink_to_a_parent_nobody_owns):
+        assert not (tmp_path / "theirs" / "run").exists(), "nothing made in their directory"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to a group")
+def test_a_run_dir_its_socket_group_may_write_to_is_served(tmp_path: Path, fixtures: Path) -> None:
+    group = _spare_group()
+    if group is None:
+        pytest.skip("no spare group on this machine")
+    run_dir = _group_writable(tmp_path)
+    os.chown(run_dir, 0, group.gr_gid)
+    with serving(run_dir, "--fixtures", str(fixtures), "--socket-group", group.gr_name) as served:
+        assert list_pods(served) == len(UIDS)
+
+
 # -- one line, never a traceback -------------------------------------------------------------------
 
 

@@ -32,7 +32,9 @@ class Request:
 
 
 class ManifestServer:
-    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> None:
+        self.host = host  # any loopback address: another one is another origin
+        self.redirect: str | None = None  # else: /pods answers 302 to this URL (other paths: the body)
         self.body = b""
         self.etag: str | None = None  # None: no ETag header
         self.status = 200  # anything else: answered instead of the body
@@ -47,7 +49,7 @@ class ManifestServer:
 
     @property
     def url(self) -> str:
-        return f"{'https' if self._tls else 'http'}://127.0.0.1:{self.port}/pods"
+        return f"{'https' if self._tls else 'http'}://{self.host}:{self.port}/pods"
 
     def serve(self, body: bytes | str, *, etag: str | None = None, status: int = 200) -> None:
         with self._lock:
@@ -56,7 +58,7 @@ class ManifestServer:
 
     def start(self) -> None:
         """Listen (again) on the same port as before, or a free one the first time."""
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self._httpd = ThreadingHTTPServer((self.host, self.port), self._handler())
         self._httpd.daemon_threads = True
         if self._tls is not None:
             # The handshake in the request's thread, not in the accepting one.
@@ -95,7 +97,12 @@ class ManifestServer:
             def do_GET(self) -> None:
                 headers = dict(self.headers.items())
                 status, payload, etag = owner._answer(headers)
+                redirect = owner.redirect if self.path == "/pods" else None
+                if redirect is not None:
+                    status, payload, etag = HTTPStatus.FOUND, b"", None
                 self.send_response(status)
+                if redirect is not None:
+                    self.send_header("Location", redirect)
                 if etag is not None:
                     self.send_header("ETag", etag)
                 if status != HTTPStatus.NOT_MODIFIED:

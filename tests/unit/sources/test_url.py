@@ -261,6 +261,72 @@ async def test_a_header_value_from_a_file_is_read_at_each_poll_and_never_shown(
     assert TOKEN not in caplog.text and "rotated" not in caplog.text
 
 
+@pytest.fixture
+async def other_origin() -> AsyncIterator[ManifestServer]:
+    s = ManifestServer(host="127.0.0.2")
+    s.start()
+    yield s
+    s.stop()
+
+
+async def test_a_redirect_to_another_origin_carries_no_configured_header(
+    server: ManifestServer, other_origin: ManifestServer, harness: Harness, tmp_path: Path
+) -> None:
+    """An x-api-key given for the manifest URL reached 127.0.0.2, where it redirected."""
+    token_file = tmp_path / "token"
+    token_file.write_text(f"Bearer {TOKEN}\n")
+    other_origin.serve(dump(pod("web")))
+    server.redirect = other_origin.url
+    url = server.url.replace("http://", "http://admin:hunter2@")
+    s = ManifestURLSource(
+        url,
+        node_name="n",
+        interval=INTERVAL,
+        on_error=harness.on_error,
+        headers=[("X-Api-Key", TOKEN), ("X-Node", "n")],
+        header_files=[("X-Token", token_file)],
+    )
+    await harness.start(s)
+    first, redirected = await server.next_request(), await other_origin.next_request()
+    assert first.headers["X-Api-Key"] == TOKEN and first.headers["X-Token"] == f"Bearer {TOKEN}"
+    assert "Authorization" in first.headers
+    for name in ("X-Api-Key", "X-Node", "X-Token", "Authorization"):
+        assert name not in redirected.headers, redirected.headers
+
+
+async def test_a_redirect_within_the_origin_keeps_the_configured_headers(
+    server: ManifestServer, harness: Harness
+) -> None:
+    server.serve(dump(pod("web")))
+    server.redirect = server.url + "/moved"
+    await harness.start(source(server, harness, headers=[("X-Api-Key", TOKEN)]))
+    first, moved = await server.next_request(), await server.next_request()
+    assert (first.path, first.status, moved.path) == ("/pods", 302, "/pods/moved")
+    assert moved.headers["X-Api-Key"] == TOKEN
+
+
+@pytest.mark.parametrize(
+    ("url", "warned"),
+    [
+        ("http://admin:hunter2@127.0.0.1:1/pods", True),
+        ("http://127.0.0.1:1/pods?token=SECRET", True),
+        ("http://127.0.0.1:1/pods?access_key=SECRET", True),
+        ("http://127.0.0.1:1/pods?v=2", False),
+        ("http://127.0.0.1:1/pods", False),
+    ],
+)
+async def test_a_credential_in_the_url_is_warned_about_at_start(
+    url: str, warned: bool, harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = ManifestURLSource(url, node_name="n", interval=INTERVAL, on_error=harness.on_error)
+    harness.launch(s)
+    await harness.error("fetch failed")
+    text = caplog.text
+    assert ("--manifest-url-header-file" in text) is warned, text
+    if warned:
+        assert "/proc/PID/cmdline" in text and "hunter2" not in text and "SECRET" not in text
+
+
 def test_the_command_line_never_shows_a_credential(tmp_path: Path) -> None:
     """Errors about a URL or a header file name them, never their secret parts."""
     from serve import PODS_API
