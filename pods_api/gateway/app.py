@@ -1,10 +1,10 @@
 """The HTTP/JSON gateway: `create_app(core)` is the whole of it.
 
 Every request first passes the one front layer (gateway/front.py): the loopback Host check (TCP
-only), the pods routes answered as plain endpoints, and every request's metrics, HTTP and per
-call. The rest (probes, /metrics, the Kubernetes view, /openapi.json, 404s and 405s) is FastAPI's.
-No CORS: browsers may not read this API cross-origin. No /docs or /redoc: they load their
-JavaScript from a CDN; /openapi.json is served.
+only), the routes serving a Pods API call (the pods paths and the Kubernetes view's List, Get
+and Watch), and every request's metrics, HTTP and per call. The rest (probes, /metrics,
+discovery, /openapi.json, 404s and 405s) is FastAPI's. No CORS: browsers may not read this API
+cross-origin. No /docs or /redoc: they load their JavaScript from a CDN; /openapi.json is served.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi.routing import APIRoute
+from starlette.types import Receive, Scope, Send
 
 from pods_api.core.assembly import Core
 from pods_api.gateway import errors, health, openapi, pods
 from pods_api.gateway import httpmetrics as metrics
-from pods_api.gateway.front import Front, PlainRoute
+from pods_api.gateway.front import CallRoute, Front
 from pods_api.gateway.kube import errors as kubestatus
 from pods_api.gateway.kube import routes as kube
 
@@ -25,17 +26,32 @@ from pods_api.gateway.kube import routes as kube
 class GatewayApp(FastAPI):
     """FastAPI, with the front layer ahead of it (and of its middleware stack)."""
 
-    front: ASGIApp
+    front: Front
 
-    def serve_first(self, routes: list[PlainRoute], http: metrics.HttpMetrics, core: Core) -> None:
-        fastapi = functools.partial(FastAPI.__call__, self)
-        self.front = Front(fastapi, routes, http, core.metrics)
+    def serve_front(self, core: Core, http: metrics.HttpMetrics) -> None:
+        self.front = Front(functools.partial(FastAPI.__call__, self), core, http)
+
+    def serve_call(self, route: CallRoute) -> None:
+        """Declare `route` (documented by its declaration) and serve it from the front layer.
+        Raises RouteDisagreement when the two would answer a request differently."""
+        before = list(self.router.routes)
+        self.add_api_route(
+            route.path,
+            route.declaration,
+            methods=["GET"],
+            name=route.name,
+            operation_id=route.name,
+            **route.options,
+        )
+        declared = self.router.routes[-1]
+        assert isinstance(declared, APIRoute)
+        self.front.add(route, declared, before)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)
 
 
-def create_app(core: Core) -> FastAPI:
+def create_app(core: Core) -> GatewayApp:
     """Call once per core: the HTTP metrics register in the core's registry, where a second app's
     would clash."""
     app = GatewayApp(
@@ -48,11 +64,11 @@ def create_app(core: Core) -> FastAPI:
     )
     errors.install(app)
     kubestatus.install(app)  # the Kubernetes view's errors are Status objects
-    pod_routes = pods.PodsRoutes(core)
-    app.include_router(pod_routes.router())
-    app.include_router(kube.router(core))
+    app.serve_front(core, metrics.HttpMetrics(core.metrics.registry))
+    for route in pods.PodsRoutes(core).routes():
+        app.serve_call(route)
+    kube.KubeRoutes(core).declare(app, app.serve_call)
     app.include_router(health.router(core))
     app.include_router(metrics.router(core))
     openapi.install(app)
-    app.serve_first(pod_routes.plain(), metrics.HttpMetrics(core.metrics.registry), core)
     return app

@@ -43,26 +43,45 @@ def preferred(accept: str | None, offered: tuple[str, ...]) -> str:
     Nothing acceptable, or no header, gives the first offer: a client that asks for text/html
     still gets JSON rather than a 406 it cannot use either.
     """
-    if not accept:
-        return offered[0]
-    if len(accept) > _ACCEPT_CACHED_LENGTH:
-        return _rank(accept, offered)
-    return _cached_rank(accept, offered)
-
-
-def _rank(accept: str, offered: tuple[str, ...]) -> str:
     best, best_q = offered[0], 0.0
-    ranges = [_media_range(part) for part in accept.split(",") if part.strip()]
-    for media in offered:
-        # The most specific matching range decides (RFC 9110 12.5.1): json;q=0 beats */*.
-        matching = [(_specificity(pattern, media), q) for pattern, q in ranges]
-        q = max((m for m in matching if m[0] >= 0), default=(0, 0.0))[1]
+    for media, q in zip(offered, qualities(accept, offered), strict=True):
         if q > best_q:
             best, best_q = media, q
     return best
 
 
+def answer(accept: str | None, pretty: bool) -> Format | None:
+    """The form of an answer on the pods collection, from one ranking of Accept: None for an
+    event stream (ranked above JSON), else as `choose`."""
+    json_q, yaml_q, stream_q = qualities(accept, _COLLECTION_OFFERS)
+    if stream_q > json_q:
+        return None
+    if yaml_q > json_q:
+        return Format.YAML
+    return Format.PRETTY if pretty else Format.JSON
+
+
+def qualities(accept: str | None, offered: tuple[str, ...]) -> tuple[float, ...]:
+    """How much the Accept header wants each offered media type (no header: the first, fully)."""
+    if not accept:
+        return (1.0,) + (0.0,) * (len(offered) - 1)
+    if len(accept) > _ACCEPT_CACHED_LENGTH:
+        return _rank(accept, offered)
+    return _cached_rank(accept, offered)
+
+
+def _rank(accept: str, offered: tuple[str, ...]) -> tuple[float, ...]:
+    ranges = [_media_range(part) for part in accept.split(",") if part.strip()]
+    ranked = []
+    for media in offered:
+        # The most specific matching range decides (RFC 9110 12.5.1): json;q=0 beats */*.
+        matching = [(_specificity(pattern, media), q) for pattern, q in ranges]
+        ranked.append(max((m for m in matching if m[0] >= 0), default=(0, 0.0))[1])
+    return tuple(ranked)
+
+
 _cached_rank = functools.lru_cache(maxsize=_ACCEPT_CACHE)(_rank)
+_COLLECTION_OFFERS = (JSON, YAML, EVENT_STREAM)
 
 
 def _media_range(part: str) -> tuple[str, float]:

@@ -67,13 +67,20 @@ def check(query: QueryParams, allowed: frozenset[str]) -> None:
 def flags(query: QueryParams, *names: str) -> tuple[bool, ...]:
     """Boolean query parameters (absent: False; repeated: the last), read as FastAPI reads a
     `bool` parameter. InvalidArgument names every bad one at once, as FastAPI's 400 does."""
+    values, problem = read_flags(query, *names)
+    if problem is not None:
+        raise problem
+    return values
+
+
+def read_flags(query: QueryParams, *names: str) -> tuple[tuple[bool, ...], InvalidArgument | None]:
+    """As `flags`, with a bad one read as False and the error returned rather than raised."""
     values, problems = [], []
     for name in names:
         raw = query.get(name)
         try:
             values.append(False if raw is None else _BOOL.validate_python(raw))
         except ValidationError as exc:
+            values.append(False)
             problems.append(f'query parameter "{name}": {exc.errors()[0]["msg"]}')
-    if problems:
-        raise InvalidArgument("; ".join(problems))
-    return tuple(values)
+    return tuple(values), InvalidArgument("; ".join(problems)) if problems else None

@@ -16,9 +16,7 @@ import asyncio
 import functools
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query
-from fastapi.routing import APIRoute
-from starlette.datastructures import QueryParams
+from fastapi import Depends, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -27,9 +25,9 @@ from pods_api.core.assembly import Core
 from pods_api.core.query.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.core.query.view import View, parse_view
 from pods_api.gateway import formats, openapi, params
-from pods_api.gateway.admission import CALL_KEY, GET, LIST, LOOKUP, WAITS_KEY, WATCH, admit, list_call
+from pods_api.gateway.admission import GET, LIST, LOOKUP, WATCH, Call, named
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
-from pods_api.gateway.front import PlainRoute
+from pods_api.gateway.front import CallRoute, unreachable
 from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
 
 FIELDS_DOC = (
@@ -117,12 +115,26 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
     return None
 
 
+def list_call(request: Request) -> Call:
+    """Which call a request for the pods collection is (Watch, Lookup or List) and the form of
+    its answer, from one reading of `watch`, `pretty` and Accept."""
+    query = request.query_params
+    (pretty, watch), problem = params.read_flags(query, "pretty", "watch")
+    fmt = formats.answer(request.headers.get("accept"), pretty)
+    if watch or fmt is None:
+        return Call(WATCH, problem=problem)
+    lookup = any(p in query for p in LOOKUP_PARAMETERS)
+    return Call(LOOKUP if lookup else LIST, fmt=fmt, problem=problem)
+
+
+# Query parameters that make `GET /v1/pods` a Lookup (by an index) rather than a List.
+LOOKUP_PARAMETERS = (CONTAINER_ID, POD_IP)
+
+
 class PodsRoutes:
-    """The routes, served as plain endpoints (`plain`: gateway/front.py answers them ahead of
-    FastAPI) and declared to FastAPI (`router`: the OpenAPI document, and the query parameters
-    each route takes). A plain endpoint does what FastAPI's dependencies do for other routes, in
-    the same order: names its call, checks the query parameter names, admits the call, reads the
-    view, then the other parameters."""
+    """The pods routes of one core, as call routes (gateway/front.py): each endpoint does what
+    FastAPI's dependencies would, in their order, after the front layer has named the call,
+    checked the parameter names and admitted it: reads the view, then the other parameters."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -130,82 +142,102 @@ class PodsRoutes:
         self.synced = asyncio.Event()
         core.cache.on_readiness(self._follow)
         self._follow(core.cache.ready)
-        missing = [name for name in (LIST, GET, WATCH, LOOKUP) if name not in core.calls.by_name]
-        if missing:  # at start-up, not per request
-            raise KeyError(f"not in the call table: {', '.join(missing)}")
-        self.declared = self._declare()
-        # Each route's query parameter names, as its declaration takes them.
-        self._takes = {
-            route.name: params.declared(route)
-            for route in self.declared.routes
-            if isinstance(route, APIRoute)
-        }
 
     def _follow(self, ready: bool) -> None:
         self.synced.set() if ready else self.synced.clear()
 
-    def router(self) -> APIRouter:
-        return self.declared
-
-    def plain(self) -> list[PlainRoute]:
+    def routes(self) -> list[CallRoute]:
         return [
-            PlainRoute("/v1/pods", self.list_pods),
-            PlainRoute("/v1/pods/{uid}", self.get_pod),
-            PlainRoute("/v1/namespaces/{namespace}/pods/{name}", self.get_pod_by_name),
+            CallRoute(
+                "/v1/pods",
+                LIST,
+                (LIST, WATCH, LOOKUP),
+                list_call,
+                self.list_pods,
+                declare_list,
+                unsynced_watch_waits=True,
+                options={
+                    "summary": "List the node's pods, watch them, or look them up by container ID or pod IP",
+                    "response_class": Response,
+                    "responses": openapi.list_responses(),
+                    "tags": ["pods"],
+                },
+            ),
+            CallRoute(
+                "/v1/pods/{uid}",
+                GET,
+                (GET,),
+                named(GET),
+                self.get_pod,
+                declare_get,
+                options={
+                    "summary": "One pod, by UID",
+                    "response_class": Response,
+                    "responses": openapi.get_responses(),
+                    "tags": ["pods"],
+                },
+            ),
+            CallRoute(
+                "/v1/namespaces/{namespace}/pods/{name}",
+                BY_NAME,
+                (LOOKUP,),
+                named(LOOKUP),
+                self.get_pod_by_name,
+                declare_get_by_name,
+                options={
+                    "summary": "One pod, by namespace and name (a Lookup)",
+                    "response_class": Response,
+                    "responses": openapi.get_responses(),
+                    "tags": ["pods"],
+                },
+            ),
         ]
 
-    def _begin(self, request: Request, call: str, route: str) -> QueryParams:
-        """Name the call, check the parameter names, admit: what every route does first."""
-        request.scope[CALL_KEY] = call
+    async def list_pods(self, request: Request, call: Call) -> Response:
         query = request.query_params
-        if query:
-            params.check(query, self._takes[route])
-        admit(self.core, request.scope)
-        return query
-
-    async def list_pods(self, request: Request) -> Response:
-        query = self._begin(request, list_call(request), LIST)
         view = query_view(query.getlist("fields"), query.get("labelSelector"), query.get("fieldSelector"))
-        pretty, _ = params.flags(query, "pretty", "watch")  # list_call read `watch` already
+        if call.problem is not None:
+            raise call.problem
         container_id, pod_ip = query.get(CONTAINER_ID), query.get(POD_IP)
-        scope, core = request.scope, self.core
-        call = scope[CALL_KEY]
-        if call == WATCH:
+        core = self.core
+        if call.name == WATCH:
             if container_id is not None or pod_ip is not None:
                 raise InvalidArgument(
                     f"{CONTAINER_ID} and {POD_IP} look pods up once; they cannot be watched "
                     "(watch with labelSelector or fieldSelector)"
                 )
-            since = resume_revision(request.headers.get("last-event-id"), query.get("resourceVersion"))
-            config = core.config
-            if scope.get(WAITS_KEY):
-                stopping = core.cache.hub.stopping
-                waiting = stream_when_synced(core.streams, self.synced, stopping, view, since, scope)
-                return WatchResponse(waiting, None, config.heartbeat, config.send_timeout)
-            opened = open_watch(core.streams, view, since)
-            return WatchResponse(stream(opened, scope), opened, config.heartbeat, config.send_timeout)
-        fmt = formats.choose(request.headers.get("accept"), pretty)
-        if call == LOOKUP:
+            return self._watch(request, call, view)
+        fmt = call.fmt or formats.Format.JSON
+        if call.name == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)
             return Response(lookup_body(core.cache.revision, hits, view, fmt), media_type=fmt.media_type)
         return Response(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
 
-    async def get_pod(self, request: Request) -> Response:
-        query = self._begin(request, GET, GET)
+    def _watch(self, request: Request, call: Call, view: View) -> Response:
+        query, core = request.query_params, self.core
+        since = resume_revision(request.headers.get("last-event-id"), query.get("resourceVersion"))
+        config = core.config
+        if call.waits_for_sync:
+            stopping = core.cache.hub.stopping
+            waiting = stream_when_synced(core.streams, self.synced, stopping, view, since, call)
+            return WatchResponse(waiting, None, call, config.heartbeat, config.send_timeout)
+        opened = open_watch(core.streams, view, since)
+        return WatchResponse(stream(opened, call), opened, call, config.heartbeat, config.send_timeout)
+
+    async def get_pod(self, request: Request, call: Call, uid: str) -> Response:
+        query = request.query_params
         view = query_view(query.getlist("fields"))
         (pretty,) = params.flags(query, "pretty")
-        uid = request.path_params["uid"]
         pod = self.core.cache.get(uid)
         if pod is None:
             raise NotFound(f"pod {quote(uid)} not found")
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
 
-    async def get_pod_by_name(self, request: Request) -> Response:
-        query = self._begin(request, LOOKUP, BY_NAME)
+    async def get_pod_by_name(self, request: Request, call: Call, namespace: str, name: str) -> Response:
+        query = request.query_params
         view = query_view(query.getlist("fields"))
         (pretty,) = params.flags(query, "pretty")
-        namespace, name = request.path_params["namespace"], request.path_params["name"]
         hits = find(self.core.cache, LookupKey(name=(namespace, name)))
         if not hits:
             raise NotFound(f"pod {namespace}/{name} not found")
@@ -213,69 +245,39 @@ class PodsRoutes:
         fmt = formats.choose(request.headers.get("accept"), pretty)
         return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)
 
-    def _declare(self) -> APIRouter:
-        """The routes as FastAPI sees them. Their signatures are the documentation; a request
-        reaches them only if it bypasses the front layer, and each hands it to its plain endpoint."""
-        pods = APIRouter(tags=["pods"])
 
-        @pods.get(
-            "/v1/pods",
-            name=LIST,
-            operation_id="ListPods",
-            summary="List the node's pods, watch them, or look them up by container ID or pod IP",
-            response_class=Response,
-            responses=openapi.list_responses(),
-        )
-        async def list_pods(
-            request: Request,
-            view: Annotated[View, Depends(selector_view)],
-            pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-            watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
-            container_id: Annotated[
-                str | None, Query(alias=CONTAINER_ID, description=CONTAINER_ID_DOC)
-            ] = None,
-            pod_ip: Annotated[str | None, Query(alias=POD_IP, description=POD_IP_DOC)] = None,
-            resource_version: Annotated[
-                str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
-            ] = None,
-            last_event_id: Annotated[
-                str | None,
-                Header(alias="Last-Event-ID", description="Watch only: resume after this event id."),
-            ] = None,
-        ) -> Response:
-            return await self.list_pods(request)
+# -- the declarations: what the OpenAPI document says each route takes ---------------------------
 
-        @pods.get(
-            "/v1/pods/{uid}",
-            name=GET,
-            operation_id="GetPod",
-            summary="One pod, by UID",
-            response_class=Response,
-            responses=openapi.get_responses(),
-        )
-        async def get_pod(
-            request: Request,
-            uid: str,
-            view: Annotated[View, Depends(field_view)],
-            pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-        ) -> Response:
-            return await self.get_pod(request)
 
-        @pods.get(
-            "/v1/namespaces/{namespace}/pods/{name}",
-            name=BY_NAME,
-            operation_id=BY_NAME,
-            summary="One pod, by namespace and name (a Lookup)",
-            response_class=Response,
-            responses=openapi.get_responses(),
-        )
-        async def get_pod_by_name(
-            request: Request,
-            namespace: str,
-            name: str,
-            view: Annotated[View, Depends(field_view)],
-            pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-        ) -> Response:
-            return await self.get_pod_by_name(request)
+async def declare_list(
+    view: Annotated[View, Depends(selector_view)],
+    pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+    watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
+    container_id: Annotated[str | None, Query(alias=CONTAINER_ID, description=CONTAINER_ID_DOC)] = None,
+    pod_ip: Annotated[str | None, Query(alias=POD_IP, description=POD_IP_DOC)] = None,
+    resource_version: Annotated[
+        str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", description="Watch only: resume after this event id."),
+    ] = None,
+) -> Response:
+    unreachable()
 
-        return pods
+
+async def declare_get(
+    uid: str,
+    view: Annotated[View, Depends(field_view)],
+    pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+) -> Response:
+    unreachable()
+
+
+async def declare_get_by_name(
+    namespace: str,
+    name: str,
+    view: Annotated[View, Depends(field_view)],
+    pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
+) -> Response:
+    unreachable()

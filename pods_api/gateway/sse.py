@@ -36,7 +36,7 @@ from pods_api.core.query.view import View
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch, WatchStreams
 from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
-from pods_api.gateway.admission import OUTCOME_KEY, end_stream
+from pods_api.gateway.admission import Call
 from pods_api.gateway.assemble import pod_bytes
 from pods_api.gateway.connection import LAST_WORDS
 from pods_api.gateway.errors import ApiError, Code, error_body
@@ -87,17 +87,17 @@ def open_watch(streams: WatchStreams, view: View, since: int | None) -> Watch:
         raise ApiError(Code.UNAVAILABLE, str(exc)) from None
 
 
-async def stream(watch: Watch, scope: Scope) -> AsyncIterator[bytes]:
+async def stream(watch: Watch, call: Call) -> AsyncIterator[bytes]:
     yield RETRY
     try:
         async for data in watch.frames(ENCODING):
             yield data
     except WatchEnded as exc:
-        end_stream(scope, exc.code)
+        call.end(exc.code)
         yield error_frame(exc.code, str(exc))
     except (GeneratorExit, asyncio.CancelledError):
         # Closed or cancelled under us: the client went away (unless the end was already known).
-        end_stream(scope, Code.CANCELLED)
+        call.end(Code.CANCELLED)
         raise
     finally:
         watch.close()
@@ -109,7 +109,7 @@ async def stream_when_synced(
     stopping: asyncio.Event,
     view: View,
     since: int | None,
-    scope: Scope,
+    call: Call,
 ) -> AsyncIterator[bytes]:
     """A watch accepted before the pod sources synced: heartbeats (the response's) until they
     have (`synced`), then the watch as `stream`; ERROR UNAVAILABLE if the server stops first."""
@@ -123,10 +123,10 @@ async def stream_when_synced(
     try:
         watch = open_watch(streams, view, since)
     except ApiError as exc:
-        end_stream(scope, exc.code)
+        call.end(exc.code)
         yield error_frame(exc.code, exc.message)
         return
-    async for data in stream(watch, scope):
+    async for data in stream(watch, call):
         if data is not RETRY:
             yield data
 
@@ -142,7 +142,12 @@ class WatchResponse(EventSourceResponse):
     is still cut off `send_timeout` after it began, with the same SendTimeoutError."""
 
     def __init__(
-        self, content: AsyncIterator[bytes], watch: Watch | None, heartbeat: float, send_timeout: float
+        self,
+        content: AsyncIterator[bytes],
+        watch: Watch | None,
+        call: Call,
+        heartbeat: float,
+        send_timeout: float,
     ) -> None:
         super().__init__(
             content,
@@ -152,6 +157,7 @@ class WatchResponse(EventSourceResponse):
             send_timeout=send_timeout,
         )
         self._watch = watch
+        self._call = call
         self._timeout = send_timeout
         self._pending = 0  # sends pending: a heartbeat's can overlap a data send that waits
         self._sending_since: float | None = None  # when the oldest pending send began
@@ -169,7 +175,7 @@ class WatchResponse(EventSourceResponse):
             # The client has read nothing for the send timeout: its watcher is cut off. It still
             # hears why, after what it has not read yet (the server's connection class queues
             # the ERROR past flow control); an ASGI server without that just drops it.
-            scope[OUTCOME_KEY] = Code.RESOURCE_EXHAUSTED
+            self._call.outcome = Code.RESOURCE_EXHAUSTED
             message = f"took nothing for {self._timeout:g} s; fell behind: list and watch again"
             last_words = scope.get("extensions", {}).get(LAST_WORDS)
             told = last_words is not None and last_words(error_frame(Code.RESOURCE_EXHAUSTED, message))

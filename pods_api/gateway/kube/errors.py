@@ -19,7 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.core.api.status import Code, StatusError
-from pods_api.gateway.admission import end_stream
 
 JSON = "application/json"
 
@@ -139,9 +138,8 @@ def response(error: KubeError) -> Response:
 
 
 async def respond(request: Request, exc: Exception) -> Response:
-    """The app's handler for KubeError: the Status, and the call's outcome for the metrics."""
+    """The app's handler for KubeError: the Status."""
     assert isinstance(exc, KubeError)
-    end_stream(request.scope, exc.code)
     return response(exc)
 
 

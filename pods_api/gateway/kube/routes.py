@@ -24,21 +24,21 @@ and decodes by the response's Content-Type), and one that accepts only protobuf 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends
-from fastapi.params import Depends as Dependency
+from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.core.api.status import StatusError
 from pods_api.core.assembly import Core
-from pods_api.core.policy.calls import refusal
 from pods_api.core.query.view import View
 from pods_api.gateway import formats
-from pods_api.gateway.admission import CALL_KEY, GET, LIST, WATCH, name_call
+from pods_api.gateway.admission import GET, LIST, WATCH, Call, named
+from pods_api.gateway.front import CallRoute, Surface, unreachable
+from pods_api.gateway.kube import errors as kubeerrors
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube import params, watching
 from pods_api.gateway.kube.apidoc import DISCOVERY_RESPONSES, GET_RESPONSES, LIST_PARAMETERS, LIST_RESPONSES
@@ -47,19 +47,40 @@ from pods_api.gateway.kube.lists import Lists
 
 _WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _EVERY_METHOD = ["GET", "HEAD", *_WRITE_METHODS, "OPTIONS"]
+_TAGS = ["kubernetes"]
+
+
+def _status(exc: StatusError) -> Response:
+    assert isinstance(exc, KubeError)
+    return kubeerrors.response(exc)
+
+
+# Every error of a call, core ones included (the call table's refusals), is a Status.
+SURFACE = Surface(from_status, _status)
+
+
+def list_call(request: Request) -> Call:
+    """List or Watch, by `watch` read as the API server reads it (a bad value: a List that
+    answers 400)."""
+    try:
+        watch = params.flag(request, "watch")
+    except KubeError as exc:
+        return Call(LIST, problem=exc)
+    return Call(WATCH if watch else LIST)
 
 
 class KubeRoutes:
-    """The Kubernetes view of one core: `router()` declares its routes."""
+    """The Kubernetes view of one core: `declare(app)` declares its routes, List, Watch and Get
+    as call routes (gateway/front.py)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self.lists = Lists(core)
 
-    def router(self) -> APIRouter:
-        kube = APIRouter(tags=["kubernetes"])
-        route = kube.add_api_route
-        documents: dict[str, Any] = {"responses": DISCOVERY_RESPONSES}
+    def declare(self, app: FastAPI, serve_call: Callable[[CallRoute], None]) -> None:
+        """Declare the routes in `app`, the call routes through `serve_call`, in routing order."""
+        documents: dict[str, Any] = {"responses": DISCOVERY_RESPONSES, "tags": _TAGS}
+        route = app.add_api_route
         route(
             "/version",
             self.version,
@@ -88,39 +109,57 @@ class KubeRoutes:
             summary="Kubernetes discovery: pods",
             **documents,
         )
-        lists: dict[str, Any] = {
-            "response_class": Response,
-            "dependencies": _dependencies(self.core, None),
-            "responses": LIST_RESPONSES,
-            "openapi_extra": {"parameters": LIST_PARAMETERS},
-        }
-        route(
-            "/api/v1/pods",
-            self.all_pods,
-            operation_id="KubeListPods",
-            summary="Kubernetes PodList of every namespace, or ?watch=1",
-            **lists,
-        )
-        route(
-            "/api/v1/namespaces/{namespace}/pods",
-            self.namespaced_pods,
-            operation_id="KubeListNamespacedPods",
-            summary="Kubernetes PodList of one namespace, or ?watch=1",
-            **lists,
-        )
-        route(
-            "/api/v1/namespaces/{namespace}/pods/{name}",
-            self.get_pod,
-            response_class=Response,
-            operation_id="KubeGetPod",
-            summary="One Kubernetes Pod, by namespace and name",
-            dependencies=_dependencies(self.core, GET),
-            responses=GET_RESPONSES,
-        )
+        for call in self.calls():
+            serve_call(call)
         route("/api/v1/namespaces/{namespace}", self.namespace, include_in_schema=False)
         for prefix in ("/apis", "/api"):
             route(f"{prefix}/{{rest:path}}", elsewhere, methods=_EVERY_METHOD, include_in_schema=False)
-        return kube
+
+    def calls(self) -> list[CallRoute]:
+        lists: dict[str, Any] = {
+            "response_class": Response,
+            "responses": LIST_RESPONSES,
+            "openapi_extra": {"parameters": LIST_PARAMETERS},
+            "tags": _TAGS,
+        }
+        common: dict[str, Any] = {"surface": SURFACE, "checks_parameters": False}
+        return [
+            CallRoute(
+                "/api/v1/pods",
+                "KubeListPods",
+                (LIST, WATCH),
+                list_call,
+                self.all_pods,
+                declare_all_pods,
+                options={"summary": "Kubernetes PodList of every namespace, or ?watch=1", **lists},
+                **common,
+            ),
+            CallRoute(
+                "/api/v1/namespaces/{namespace}/pods",
+                "KubeListNamespacedPods",
+                (LIST, WATCH),
+                list_call,
+                self.namespaced_pods,
+                declare_namespaced_pods,
+                options={"summary": "Kubernetes PodList of one namespace, or ?watch=1", **lists},
+                **common,
+            ),
+            CallRoute(
+                "/api/v1/namespaces/{namespace}/pods/{name}",
+                "KubeGetPod",
+                (GET,),
+                named(GET),
+                self.get_pod,
+                declare_get_pod,
+                options={
+                    "summary": "One Kubernetes Pod, by namespace and name",
+                    "response_class": Response,
+                    "responses": GET_RESPONSES,
+                    "tags": _TAGS,
+                },
+                **common,
+            ),
+        ]
 
     async def version(self) -> Response:
         return Response(orjson.dumps(kubeobjects.version_info()), media_type=formats.JSON)
@@ -134,21 +173,20 @@ class KubeRoutes:
     async def api_v1(self) -> Response:
         return Response(orjson.dumps(kubeobjects.API_RESOURCE_LIST), media_type=formats.JSON)
 
-    async def all_pods(self, request: Request) -> Response:
-        return self._list_or_watch(request, None)
+    async def all_pods(self, request: Request, call: Call) -> Response:
+        return self._list_or_watch(request, call, None)
 
-    async def namespaced_pods(self, request: Request, namespace: str) -> Response:
-        return self._list_or_watch(request, namespace)
+    async def namespaced_pods(self, request: Request, call: Call, namespace: str) -> Response:
+        return self._list_or_watch(request, call, namespace)
 
-    def _list_or_watch(self, request: Request, namespace: str | None) -> Response:
-        try:
-            if request.scope[CALL_KEY] == WATCH:
-                return watching.respond(self.core, request, namespace)
-            return self.lists.respond(request, namespace)
-        except StatusError as exc:
-            raise from_status(exc) from None
+    def _list_or_watch(self, request: Request, call: Call, namespace: str | None) -> Response:
+        if call.problem is not None:
+            raise call.problem
+        if call.name == WATCH:
+            return watching.respond(self.core, request, call, namespace)
+        return self.lists.respond(request, namespace)
 
-    async def get_pod(self, request: Request, namespace: str, name: str) -> Response:
+    async def get_pod(self, request: Request, call: Call, namespace: str, name: str) -> Response:
         media = params.accepted(request)
         hits = self.core.cache.by_name(namespace, name)
         if not hits:
@@ -176,8 +214,20 @@ class KubeRoutes:
         return Response(orjson.dumps(kubeobjects.namespace(namespace)), media_type=formats.JSON)
 
 
-def router(core: Core) -> APIRouter:
-    return KubeRoutes(core).router()
+# The declarations take no typed parameters: the query is read as the API server reads it
+# (gateway/kube/params.py) and documented by LIST_PARAMETERS.
+
+
+async def declare_all_pods() -> Response:
+    unreachable()
+
+
+async def declare_namespaced_pods(namespace: str) -> Response:
+    unreachable()
+
+
+async def declare_get_pod(namespace: str, name: str) -> Response:
+    unreachable()
 
 
 def discovery(request: Request, legacy: Any, aggregated: Any) -> Response:
@@ -191,24 +241,6 @@ def discovery(request: Request, legacy: Any, aggregated: Any) -> Response:
 
 async def elsewhere(request: Request, rest: str) -> Response:
     raise unsupported(request)
-
-
-# -- the call table's admission, spoken as Status --------------------------------------------
-
-
-def _admission(core: Core) -> Callable[[Request], Awaitable[None]]:
-    async def admit(request: Request) -> None:
-        refused = refusal(core.calls[request.scope[CALL_KEY]], core.limiter, core.cache)
-        if refused is not None:
-            raise from_status(refused)
-
-    return admit
-
-
-def _dependencies(core: Core, call: str | None) -> list[Dependency]:
-    for name in (call,) if call else (LIST, WATCH):
-        core.calls[name]  # a KeyError at start-up for a call the table lacks
-    return [Depends(name_call(call)), Depends(_admission(core))]
 
 
 def unsupported(request: Request) -> KubeError:

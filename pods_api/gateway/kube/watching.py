@@ -34,7 +34,7 @@ from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch
 from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
 from pods_api.gateway import formats
-from pods_api.gateway.admission import end_stream
+from pods_api.gateway.admission import Call
 from pods_api.gateway.kube import params
 from pods_api.gateway.kube.errors import KubeError, bad_request, expired, too_large
 from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, error_event, pod_bytes, table
@@ -95,7 +95,7 @@ def default_timeout() -> float:
 async def events(
     watch: Watch,
     encoding: Encoding,
-    scope: Scope,
+    call: Call,
     *,
     seconds: float,
     bookmarks: float | None,
@@ -117,7 +117,7 @@ async def events(
                 pending = asyncio.ensure_future(anext(frames))
             left = deadline - loop.time()
             if left <= 0:
-                end_stream(scope, Code.OK)
+                call.end(Code.OK)
                 return
             await asyncio.wait({pending}, timeout=min(left, bookmarks) if bookmarks else left)
             if pending.done():
@@ -131,9 +131,9 @@ async def events(
                 # the client may resume from the current revision.
                 yield bookmark(revision())
     except WatchEnded as exc:
-        end_stream(scope, exc.code)
+        call.end(exc.code)
     except (GeneratorExit, asyncio.CancelledError):
-        end_stream(scope, Code.CANCELLED)
+        call.end(Code.CANCELLED)
         raise
     finally:
         if pending is not None and not pending.done():
@@ -167,7 +167,7 @@ class WatchResponse(StreamingResponse):
             self._watch.close()
 
 
-def respond(core: Core, request: Request, namespace: str | None) -> Response:
+def respond(core: Core, request: Request, call: Call, namespace: str | None) -> Response:
     """The watch a request asks for, from where its resourceVersion and sendInitialEvents say."""
     view, media = params.view(request, namespace), params.accepted(request)
     revision, match = params.revision(request), params.revision_match(request)
@@ -192,7 +192,7 @@ def respond(core: Core, request: Request, namespace: str | None) -> Response:
     frames = events(
         watch,
         encoding,
-        request.scope,
+        call,
         seconds=float(timeout) if timeout else default_timeout(),
         bookmarks=core.config.heartbeat if bookmarks else None,
         revision=lambda: core.cache.revision,

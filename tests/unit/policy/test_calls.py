@@ -11,14 +11,18 @@ from pathlib import Path
 import grpc
 import pytest
 from gatewayharness import serving, unix_client
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from pods_api.core.api.status import Code
 from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.policy.calls import CALLS, Call, Calls, refusal
-from pods_api.gateway.admission import call_dependencies
+from pods_api.gateway.admission import Call as HttpCall
+from pods_api.gateway.admission import named
 from pods_api.gateway.app import create_app
+from pods_api.gateway.front import CallRoute, unreachable
 from pods_api.serve.sockets import bind_unix, claim
 
 COUNT = Call("CountPods", limited=True, gated=True, metric="count")
@@ -37,6 +41,18 @@ def _count_handler(core: Core) -> list[grpc.GenericRpcHandler]:
     return [grpc.method_handlers_generic_handler(service, method) for service in core.calls.services]
 
 
+def _count_route(core: Core) -> CallRoute:
+    """CountPods over HTTP, as a new call's route would be declared."""
+
+    async def count(request: Request, call: HttpCall) -> Response:
+        return JSONResponse({"pods": len(core.cache)})
+
+    async def declaration() -> dict[str, int]:
+        unreachable()
+
+    return CallRoute("/v1/count", "CountPods", ("CountPods",), named("CountPods"), count, declaration)
+
+
 @pytest.fixture
 async def core() -> AsyncIterator[Core]:
     core = build_core(Config(node_name="test", qps=0.001, burst=BURST), CALLS.adding(COUNT))
@@ -50,10 +66,7 @@ async def test_a_new_call_is_limited_gated_and_counted_on_both_surfaces(core: Co
     server.add_insecure_port(f"unix:{tmp_path / 'grpc.sock'}")
     await server.start()
     app = create_app(core)
-
-    @app.get("/v1/count", dependencies=call_dependencies(core, "CountPods"))
-    async def count() -> dict[str, int]:
-        return {"pods": len(core.cache)}
+    app.serve_call(_count_route(core))
 
     sink = core.cache.source("test")
     listener = bind_unix(claim(tmp_path / "http.sock"), 0o600, None)
@@ -120,7 +133,7 @@ async def test_a_method_the_table_lacks_is_refused_not_run_unguarded(core: Core,
         await server.stop(None)
         bare.cache.hub.stop()
     with pytest.raises(KeyError, match="CountPods"):
-        call_dependencies(bare, "CountPods")
+        create_app(bare).serve_call(_count_route(bare))
 
 
 async def test_each_surface_refuses_to_start_with_a_method_the_table_lacks() -> None:
