@@ -15,8 +15,9 @@ settings.register_profile("pods-api", deadline=None)
 settings.load_profile("pods-api")
 
 E2E = Path(__file__).resolve().parent / "e2e"
-# Fixtures every wing may use: the in-process gateway (gateway, make_gateway) and go_build.
-pytest_plugins = ["gatewayharness", "gobuild"]
+# Fixtures every wing may use: the in-process gateway (gateway, make_gateway), go_build, and
+# one containerd per session (runtime, kubelet).
+pytest_plugins = ["gatewayharness", "gobuild", "containerd"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -3,11 +3,9 @@ kubelet over CRI, and a real `pods-api serve --cri-socket`, watched over its gRP
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,8 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from containerd import IMAGE, Containerd, Kubelet, PodRef, Unavailable, running
+from containerd import IMAGE, Containerd, Kubelet, PodRef
+from podwatch import Watch
 from repo import ROOT
 from serve import TIMEOUT, Served, serving
 
@@ -34,60 +33,8 @@ RELIST = ("--cri-relist", "0.1")
 KUBELET_CONDITIONS = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
 
 
-@pytest.fixture(scope="session")
-def runtime() -> Iterator[Containerd]:
-    root = Path(tempfile.mkdtemp(prefix="pods-api-containerd-"))
-    try:
-        with running(root) as daemon:
-            yield daemon
-    except Unavailable as exc:
-        pytest.skip(f"containerd cannot run here: {exc}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def kubelet(runtime: Containerd) -> Iterator[Kubelet]:
-    """The kubelet's side of CRI, on a runtime with no pods left from another test."""
-    if runtime.proc is None:
-        runtime.start()
-    with runtime.channel() as channel:
-        kubelet = Kubelet(channel)
-        kubelet.remove_everything()
-        yield kubelet
-        kubelet.remove_everything()
-
-
 def serve_cri(tmp_path: Path, runtime: Containerd, *args: str, ready: bool = True) -> Any:
     return serving(tmp_path / "run", "--cri-socket", str(runtime.socket), *RELIST, *args, ready=ready)
-
-
-class Watch:
-    """A real WatchPods stream, remembering each pod's last event."""
-
-    def __init__(self, served: Served) -> None:
-        self._channel = grpc.aio.insecure_channel(served.target)
-        self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
-        self._last: dict[str, tuple[int, dict[str, Any]]] = {}  # uid -> its last event
-
-    async def until(self, want: Callable[[int, dict[str, Any]], bool]) -> tuple[int, dict[str, Any]]:
-        """The first pod whose last event `want` accepts: one seen already (waiting on another
-        pod may have read past it), or the next to arrive."""
-        for kind, pod in self._last.values():
-            if want(kind, pod):
-                return kind, pod
-        async with asyncio.timeout(TIMEOUT):
-            while True:
-                event = await self._call.read()
-                if event.type != SYNCED:
-                    pod = pod_from_bytes(event.pod)
-                    self._last[pod["metadata"]["uid"]] = (event.type, pod)
-                    if want(event.type, pod):
-                        return event.type, pod
-
-    async def close(self) -> None:
-        self._call.cancel()
-        await self._channel.close()
 
 
 def of(pod: PodRef, check: Callable[[dict[str, Any]], bool] = lambda _: True) -> Any:

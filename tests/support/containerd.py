@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import pytest
 
 from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
@@ -282,6 +284,31 @@ def running(root: Path) -> Iterator[Containerd]:
             Kubelet(channel).remove_everything()
         daemon.stop()
         # Shims outlive containerd by design; the pods are gone, so they exit on their own.
+
+
+@pytest.fixture(scope="session")
+def runtime() -> Iterator[Containerd]:
+    """One containerd for the whole session (a plugin fixture: every module shares it)."""
+    root = Path(tempfile.mkdtemp(prefix="pods-api-containerd-"))
+    try:
+        with running(root) as daemon:
+            yield daemon
+    except Unavailable as exc:
+        pytest.skip(f"containerd cannot run here: {exc}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def kubelet(runtime: Containerd) -> Iterator[Kubelet]:
+    """The kubelet's side of CRI, on a runtime with no pods left from another test."""
+    if runtime.proc is None:
+        runtime.start()
+    with runtime.channel() as channel:
+        kubelet = Kubelet(channel)
+        kubelet.remove_everything()
+        yield kubelet
+        kubelet.remove_everything()
 
 
 # -- acting as the kubelet ----------------------------------------------------------------------

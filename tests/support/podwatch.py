@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -22,19 +23,42 @@ async def listed(served: Served) -> list[dict[str, Any]]:
 
 
 class Watch:
-    """A real WatchPods stream; `next(n)` waits for the next n events."""
+    """A real WatchPods stream; `next(n)` waits for the next n events, `until(want)` for a pod's
+    last event to be one `want` accepts; `last(uid)` is the last event seen of a pod."""
 
     def __init__(self, served: Served) -> None:
         self._channel = grpc.aio.insecure_channel(served.target)
         self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
+        self._last: dict[str, tuple[int, dict[str, Any]]] = {}  # uid -> its last event
+
+    async def _read(self) -> tuple[int, dict[str, Any]]:
+        event = await self._call.read()
+        pod = pod_from_bytes(event.pod)
+        if event.type != SYNCED:
+            self._last[pod["metadata"]["uid"]] = (event.type, pod)
+        return event.type, pod
 
     async def next(self, count: int = 1, within: float = TIMEOUT) -> list[tuple[int, dict[str, Any]]]:
         out = []
         async with asyncio.timeout(within):
             while len(out) < count:
-                event = await self._call.read()
-                out.append((event.type, pod_from_bytes(event.pod)))
+                out.append(await self._read())
         return out
+
+    async def until(self, want: Callable[[int, dict[str, Any]], bool]) -> tuple[int, dict[str, Any]]:
+        """The first pod whose last event `want` accepts: one seen already (waiting on another
+        pod may have read past it), or the next to arrive."""
+        for kind, pod in self._last.values():
+            if want(kind, pod):
+                return kind, pod
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                kind, pod = await self._read()
+                if kind != SYNCED and want(kind, pod):
+                    return kind, pod
+
+    def last(self, uid: str) -> tuple[int, dict[str, Any]] | None:
+        return self._last.get(uid)
 
     async def close(self) -> None:
         self._call.cancel()

@@ -135,9 +135,12 @@ class SourceSink(Gate):
     Called on the event loop's thread only (the thread that registered the source); a call from
     any other thread raises RuntimeError instead of corrupting the cache."""
 
-    def __init__(self, cache: PodCache, name: str, *, configures_static_pods: bool = False) -> None:
+    def __init__(
+        self, cache: PodCache, name: str, *, configures_static_pods: bool = False, runtime: bool = False
+    ) -> None:
         super().__init__(cache, name)
         self.configures_static_pods = configures_static_pods
+        self.runtime = runtime  # an overlay's word on static pods' uids (OverlaySink.report_static)
         self.served_as: dict[str, str] = {}  # this source's pod UID -> the UID it is served under
 
     @property
@@ -175,6 +178,16 @@ class OverlaySink(Gate):
         super().__init__(cache, name)
         self.statuses: dict[str, Overlay] = {}
         self._given: dict[str, Mapping[str, Any]] = {}  # as handed over, to skip re-decoding
+        # Contributions of kind "runtime" (core/store/identity.py): not a gate of its own.
+        self._static = SourceSink(cache, name, runtime=True)
+
+    def report_static(self, pods: Iterable[PodVersion]) -> None:
+        """The static pods the runtime runs now, each a pod holding only its namespace, name,
+        uid and `kubernetes.io/config.source` (one per static pod); the identity policy serves
+        each static pod under the uid given here. Call before `replace`, so the statuses
+        handed over then find the pods under those uids."""
+        self._check_thread()
+        self._cache._replace(self._static, list(pods))
 
     def set_status(self, uid: str, status: Mapping[str, Any]) -> None:
         self._check_thread()
@@ -399,7 +412,7 @@ class PodCache:
             if old is not None and old.pod.framed == pod.framed:
                 continue
             order = old.order if old is not None else next(self._claim_order)
-            new = Contribution(sink.name, pod, order, sink.configures_static_pods)
+            new = Contribution(sink.name, pod, order, sink.configures_static_pods, sink.runtime)
             if old is not None:
                 self._unlink(old, groups)
             group = self.policy.static_pod(new)
@@ -432,7 +445,7 @@ class PodCache:
         self, contribution: Contribution, uid: str, touched: dict[str, None], *, changed: bool
     ) -> None:
         """Serve `contribution` under `uid` (where it may be already)."""
-        sink = self._sinks[contribution.source]
+        sink = self._overlays[contribution.source]._static if contribution.runtime else self._sinks[contribution.source]
         key = (contribution.source, contribution.pod.uid)
         served_as = sink.served_as.get(contribution.pod.uid)
         if served_as == uid and not changed:

@@ -14,23 +14,38 @@ Kinds of contribution (`IdentityPolicy.kind`):
   - reported: the kubelet's own view of a static pod (its `/pods`, its Pods API socket): a pod
     from any other source with `kubernetes.io/config.source: file` or `http`, under the
     kubelet's uid (which is also its config.hash);
+  - runtime: the container runtime's word on which uid the kubelet runs a static pod under now
+    (the CRI overlay: the pod uid label of the pod's current sandbox, whose annotations name
+    its config source); it carries no spec and no status, and is never served by itself;
   - plain: every other pod.
-Mirrors and reported pods are *reports* of a static pod; configured pods are the static pods.
+Mirrors, reported pods and runtime pods are *reports* of a static pod; configured pods are the
+static pods.
 
-Identity (`IdentityPolicy.identities`, per (namespace, name) of the static pods involved):
+Identity (`IdentityPolicy.identities`, per (namespace, name, config source) of the static pods
+involved: the kubelet keeps names unique within one config source only, so a file pod and an
+http pod of one name are two pods; a mirror that does not say its source goes with the
+configured pod, else the kubelet's view):
   - A plain pod is served under its own `metadata.uid`; so is a reported pod alone.
   - A mirror is served under the uid its annotation names, never twice.
   - A configured pod and the reports of *the same static pod* are one pod. They are the same
     when their uids agree (the report's kubelet uid is the configured pod's uid: a manifest
-    that sets `metadata.uid`, which the kubelet keeps), or, failing that, when their namespace
-    and name agree (a manifest without a uid: the kubelet hashes Go's in-memory pod into one,
-    which no other program can reproduce, so our generated uid never matches it).
+    that sets `metadata.uid`, which the kubelet keeps), or, failing that, when their namespace,
+    name and config source agree (a manifest without a uid: the kubelet hashes Go's in-memory
+    pod into one, which no other program can reproduce, so our generated uid never matches it).
   - Which uid is served for such a pair: **the kubelet's**. It is the one every other
     component of the node uses (the kubelet's Pods API and `/pods`, the CRI label
     `io.kubernetes.pod.uid`, the mirror's annotation), so a bridge, a CRI status overlay and
     a lookup by uid all agree on it. Our configured pod's uid is only the fallback for while
-    nothing reports the static pod. The uid served is the uid of a report that agrees with
-    the configured pod, else the kubelet's view's, else the earliest mirror's.
+    nothing reports the static pod. The uid served is the runtime's (what the node runs now:
+    after an edit the kubelet kills the old pod and starts the new one under a new uid,
+    whatever a mirror the API server could not update still says), else that of a report that
+    agrees with the configured pod, else the kubelet's view's, else the earliest mirror's.
+  - Without a configured pod, the reports of one static pod are one pod too, under the
+    runtime's uid, else the kubelet's view's: a mirror left over from an earlier version
+    (the kubelet's IsMirrorPodOf no longer holds for it) is not served beside it. Mirrors
+    alone keep their own identities.
+  - A report whose uid is not the one served is stale: it joins the served pod (so it is not
+    served twice) but its status is not used.
     A change of served uid is a different pod to clients: DELETED of the old uid, then ADDED of
     the new. So a new manifest is ADDED under our uid, and when its mirror (or the kubelet's
     view) arrives it is DELETED and ADDED again under the kubelet's; a mirror deleted from the
@@ -97,10 +112,11 @@ class Kind(Enum):
     CONFIGURED = "configured"
     MIRROR = "mirror"
     REPORTED = "reported"
+    RUNTIME = "runtime"
     PLAIN = "plain"
 
 
-_REPORTS = (Kind.MIRROR, Kind.REPORTED)
+_REPORTS = (Kind.MIRROR, Kind.REPORTED, Kind.RUNTIME)
 
 
 class Layer(Enum):
@@ -133,12 +149,14 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 class Contribution:
     """One source's pod for a served UID. `order` counts claims: lower claimed first.
     `configured`: the source is a static pod config source (its pods are static pods as their
-    manifests make them)."""
+    manifests make them). `runtime`: the pod only says which uid the container runtime runs a
+    static pod under (see Kind.RUNTIME)."""
 
     source: str
     pod: PodVersion
     order: int
     configured: bool = False
+    runtime: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +189,8 @@ class IdentityPolicy:
         self.mirror_pods = mirror_pods
 
     def kind(self, contribution: Contribution) -> Kind:
+        if contribution.runtime:
+            return Kind.RUNTIME
         if not self.mirror_pods:
             return Kind.PLAIN
         if self.mirror_of(contribution.pod) is not None:
@@ -184,7 +204,7 @@ class IdentityPolicy:
     def static_pod(self, contribution: Contribution) -> tuple[str, str] | None:
         """The (namespace, name) that matches a static pod with its reports; None for a plain
         pod, whose uid alone is its identity."""
-        if self.kind(contribution) is Kind.PLAIN:
+        if not self.mirror_pods or self.kind(contribution) is Kind.PLAIN:
             return None
         return contribution.pod.namespace, contribution.pod.name
 
@@ -207,41 +227,31 @@ class IdentityPolicy:
         """The UID each contribution of one static pod's (namespace, name) is served under, in
         the group's order (see "Identity" in the module docstring)."""
         uids = [self.identity(c.pod) for c in group]
-        configured = sorted(
-            (i for i, c in enumerate(group) if self.kind(c) is Kind.CONFIGURED), key=lambda i: group[i].order
+        kinds = [self.kind(c) for c in group]
+        sources = [_config_source(c.pod) for c in group]
+        in_order = sorted(range(len(group)), key=lambda i: group[i].order)
+        unsaid = next((sources[i] for i in in_order if kinds[i] is Kind.CONFIGURED), None) or next(
+            (sources[i] for i in in_order if kinds[i] is Kind.REPORTED), None
         )
-        if not configured:
-            return uids
-        claimed = {group[i].pod.uid for i in configured}
-        # Reports that agree with no configured pod's uid: of the earliest configured pod.
-        loose = sorted(
-            (i for i, c in enumerate(group) if self.kind(c) in _REPORTS and uids[i] not in claimed),
-            key=lambda i: (self.kind(group[i]) is not Kind.REPORTED, group[i].order),
-        )
-        anchor = configured[0]
-        if not loose:
-            return uids
-        own = group[anchor].pod.uid
-        agreed = any(uids[i] == own for i, c in enumerate(group) if self.kind(c) in _REPORTS)
-        uid = own if agreed else uids[loose[0]]
-        for i in (anchor, *loose):
-            uids[i] = uid
+        parts: dict[str | None, list[int]] = {}
+        for i in in_order:
+            parts.setdefault(sources[i] or unsaid, []).append(i)
+        for part in parts.values():
+            _settle_identity(group, kinds, part, uids)
         return uids
 
     def merge(
         self, uid: str, contributions: Sequence[Contribution], overlays: Sequence[Overlay]
     ) -> Served | None:
         """The pod served under `uid`, or None when no source owns or reports it."""
-        kinds = [self.kind(c) for c in contributions]
-        configured = Kind.CONFIGURED in kinds
+        # The runtime's word says under which uid, nothing about the pod: never merged.
+        pairs = [(c, k) for c in contributions if (k := self.kind(c)) is not Kind.RUNTIME]
+        configured = any(k is Kind.CONFIGURED for _, k in pairs)
         # With a configured pod, the kubelet's view is a report of it; without, a pod it owns.
         reporting = _REPORTS if configured else (Kind.MIRROR,)
-        owners = sorted(
-            (c for c, k in zip(contributions, kinds, strict=True) if k not in reporting),
-            key=lambda c: c.order,
-        )
+        owners = sorted((c for c, k in pairs if k not in reporting), key=lambda c: c.order)
         reports = sorted(
-            (c for c, k in zip(contributions, kinds, strict=True) if k in reporting),
+            (c for c, k in pairs if k in reporting),
             key=lambda c: (self.identity(c.pod) != uid, self.kind(c) is not Kind.REPORTED, c.order),
         )
         if owners:
@@ -250,7 +260,9 @@ class IdentityPolicy:
             base, owner = reports[0], None
         else:
             return None
-        report = reports[0] if owners and reports else None
+        # A report of another uid is of an earlier version of the static pod: not its status.
+        current = [c for c in reports if self.identity(c.pod) == uid]
+        report = current[0] if owners and current else None
         refused = tuple(owners[1:])
         if report is None and not overlays and owner is not None and base.pod.uid == uid:
             return Served(base.pod, owner, refused)  # as the source made it: no re-encoding
@@ -266,6 +278,37 @@ class IdentityPolicy:
                 meta["annotations"] = {**meta["annotations"], CONFIG_HASH: uid}  # the hash is the uid
         pod_json["status"] = merge_status(layers)
         return Served(PodVersion.from_json(pod_json), owner, refused)
+
+
+def _settle_identity(group: Sequence[Contribution], kinds: Sequence[Kind], part: list[int], uids: list[str]) -> None:
+    """Decide, in `uids`, the served uid of one static pod's contributions (`part`: indexes
+    into `group`, in claim order, all of one config source)."""
+
+    def of(kind: Kind) -> list[int]:
+        return [i for i in part if kinds[i] is kind]
+
+    configured, runtime, reported, mirrors = of(Kind.CONFIGURED), of(Kind.RUNTIME), of(Kind.REPORTED), of(Kind.MIRROR)
+    reports = [*mirrors, *reported, *runtime]
+    if configured:
+        anchor = configured[0]
+        own = group[anchor].pod.uid
+        others = {group[i].pod.uid for i in configured[1:]}  # reports agreeing with those are theirs
+        followers = [i for i in reports if uids[i] not in others]
+        agreed = [anchor] if any(uids[i] == own for i in followers) else []
+        chosen = [*runtime, *agreed, *reported, *mirrors]
+        uid = uids[chosen[0]] if chosen else own
+        for i in (anchor, *followers):
+            uids[i] = uid
+    elif (runtime or reported) and (reported or mirrors):
+        uid = uids[[*runtime, *reported][0]]
+        for i in reports:
+            uids[i] = uid
+
+
+def _config_source(pod: PodVersion) -> str | None:
+    """The kubelet's config source a static pod (or a report of one) says it is from."""
+    source = _annotations(pod).get(CONFIG_SOURCE)
+    return source if source in STATIC_CONFIG_SOURCES else None
 
 
 def _annotations(pod: PodVersion) -> Mapping[str, Any]:

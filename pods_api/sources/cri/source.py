@@ -36,7 +36,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -49,6 +49,7 @@ from pods_api.core.api.codec import CodecError
 from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.store.cache import SourceSink
+from pods_api.core.store.identity import CONFIG_SOURCE, STATIC_CONFIG_SOURCES
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.cri import status as cristatus
@@ -295,6 +296,8 @@ class StatusSink(Protocol):
 
     def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None: ...
 
+    def report_static(self, pods: Iterable[PodVersion]) -> None: ...
+
     def pod(self, uid: str) -> PodVersion | None: ...
 
     def mark_synced(self) -> None: ...
@@ -447,9 +450,30 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
         # Per UID: the inputs (spec shape, readiness gate conditions, runtime objects) and the
         # status computed from them.
         self._computed: dict[str, tuple[Any, dict[str, Any]]] = {}
+        # The static pods last reported, by (uid, namespace, name, config source): the same
+        # objects again while nothing changed.
+        self._static: dict[tuple[str, str, str, str], PodVersion] = {}
 
     def publish(self, sink: StatusSink, view: RuntimeView) -> None:
+        # Which uid each static pod runs under first: its status is then computed for that uid.
+        sink.report_static(self.static_pods(view))
         sink.replace(self.statuses(view, sink.pod))
+
+    def static_pods(self, view: RuntimeView) -> list[PodVersion]:
+        """The uid the kubelet runs each static pod under now, as a pod of nothing else; see
+        `current_static_sandboxes`."""
+        pods = []
+        for sandbox in current_static_sandboxes(view):
+            key = (sandbox.uid, sandbox.namespace, sandbox.name, sandbox.annotations[CONFIG_SOURCE])
+            pod = self._static.get(key)
+            if pod is None:
+                meta = {"name": sandbox.name, "namespace": sandbox.namespace, "uid": sandbox.uid}
+                pod = PodVersion.from_json({"metadata": {**meta, "annotations": {CONFIG_SOURCE: key[3]}}})
+            pods.append(pod)
+        self._static = {
+            (p.uid, p.namespace, p.name, p.json["metadata"]["annotations"][CONFIG_SOURCE]): p for p in pods
+        }
+        return pods
 
     def statuses(
         self, view: RuntimeView, served: Callable[[str], PodVersion | None]
@@ -489,6 +513,24 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
             computed[uid] = (inputs, status)
         self._computed = computed
         return {uid: status for uid, (_, status) in computed.items()}
+
+
+def current_static_sandboxes(view: RuntimeView) -> list[Sandbox]:
+    """Per static pod (namespace, name and config source, from the kubelet's labels and its
+    `kubernetes.io/config.source` annotation, which it copies from the pod to the sandbox), the
+    sandbox of the pod the kubelet runs now: a ready one before one it has stopped (after an
+    edit it stops the old pod's before starting the new pod's), then the newest."""
+    current: dict[tuple[str, str, str], Sandbox] = {}
+    for sandboxes in view.sandboxes.values():
+        for sandbox in sandboxes:
+            source = sandbox.annotations.get(CONFIG_SOURCE)
+            if source not in STATIC_CONFIG_SOURCES or not sandbox.uid:
+                continue
+            key = (sandbox.namespace, sandbox.name, source)
+            held = current.get(key)
+            if held is None or (sandbox.ready, sandbox.created_at) > (held.ready, held.created_at):
+                current[key] = sandbox
+    return [current[key] for key in sorted(current)]
 
 
 async def _follow_events(stub: cri_grpc.RuntimeServiceStub, wake: asyncio.Event, name: str) -> None:

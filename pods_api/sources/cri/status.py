@@ -231,7 +231,12 @@ def container_statuses(
             "containerID": cid,
             "started": running,
         }
-        if running and old is not None and old.get("containerID") == cid:
+        if (
+            running
+            and old is not None
+            and old.get("containerID") == cid
+            and "running" in (old.get("state") or {})
+        ):
             # Probe results: only the kubelet has them; keep what was said about this container.
             for key in ("ready", "started"):
                 if key in old:

@@ -463,7 +463,20 @@ def test_a_static_pod_is_never_served_twice_whatever_the_order(steps: list[str])
 @given(
     st.lists(
         st.sampled_from(
-            ["static+", "static-", "mirror+", "mirror-", "mirror~", "view+", "view-", "view~", "cri+", "cri-"]
+            [
+                "static+",
+                "static-",
+                "mirror+",
+                "mirror-",
+                "mirror~",
+                "view+",
+                "view-",
+                "view~",
+                "cri+",
+                "cri-",
+                "rt+",
+                "rt-",
+            ]
         ),
         max_size=12,
     )
@@ -473,9 +486,12 @@ def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(s
     manifests, apiserver = manifests_source(cache), cache.source("apiserver")
     kubelet, cri = cache.source("kubelet-pods"), cache.overlay("cri")
     _, watcher = cache.watch()
-    have_static = have_mirror = have_view = False
+    have_static = have_mirror = have_view = have_rt = False
     for step in steps:
         match step:
+            case "rt+" | "rt-":
+                cri.report_static([runtime_pod()] if step == "rt+" else [])
+                have_rt = step == "rt+"
             case "static+":
                 manifests.replace([static_pod()])
                 have_static = True
@@ -499,7 +515,16 @@ def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(s
             case "cri-":
                 cri.clear(KUBELET_UID)
         reported = have_mirror or have_view
-        expected = [KUBELET_UID] if reported else [STATIC_UID] if have_static else []
+        by_runtime = have_rt and (have_static or reported)
+        expected = (
+            [RUNTIME_UID]
+            if by_runtime
+            else [KUBELET_UID]
+            if reported
+            else [STATIC_UID]
+            if have_static
+            else []
+        )
         assert [p.uid for p in cache.snapshot().pods] == expected
         if expected:
             served = cache.snapshot().pods[0]
@@ -508,8 +533,10 @@ def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(s
             if have_static:  # spec and metadata: the manifest's
                 assert served.json["metadata"]["annotations"][CONFIG_HASH] == expected[0]
                 assert MIRROR_ANNOTATION not in served.json["metadata"]["annotations"]
-            if have_static and reported:  # status: the kubelet's view, else the mirror's
+            if have_static and reported and not by_runtime:  # status: the view's, else the mirror's
                 assert served.json["status"]["phase"] != "Pending"
+            if by_runtime:  # the reports name an earlier uid: stale, not the pod's status
+                assert served.json["status"]["phase"] == "Pending" or not have_static
     # Replaying the events gives the served pods, and each uid had a consistent life.
     alive: dict[str, bool] = {}
     while watcher._queue:
@@ -518,6 +545,64 @@ def test_a_static_pod_matched_by_name_is_never_served_twice_whatever_the_order(s
         alive[event.pod.uid] = event.type is not EventType.DELETED
         assert sum(alive.values()) <= 1  # never two pods for one static pod, even in between
     assert sorted(uid for uid, up in alive.items() if up) == [p.uid for p in cache.snapshot().pods]
+
+
+RUNTIME_UID = "5d41402abc4b2a76b9719d911017c592"
+
+
+def runtime_pod(uid: str = RUNTIME_UID, source: str = "file", name: str = "etcd-node-1") -> PodVersion:
+    """The CRI overlay's word on a static pod: the uid on its current sandbox, nothing else."""
+    meta = {"name": name, "namespace": "kube-system", "uid": uid}
+    return PodVersion.from_json(
+        {"metadata": {**meta, "annotations": {"kubernetes.io/config.source": source}}}
+    )
+
+
+def test_the_runtimes_uid_for_a_static_pod_is_served_and_its_word_alone_never_is() -> None:
+    """pkg/kubelet/kuberuntime/labels.go newPodLabels: the sandbox carries the kubelet's uid of
+    the pod it runs; the served uid follows it, whatever mirror or view names an older one."""
+    cache = new_cache()
+    manifests, apiserver, cri = manifests_source(cache), cache.source("apiserver"), cache.overlay("cri")
+    cri.report_static([runtime_pod()])
+    assert cache.snapshot().pods == ()  # the runtime's word never makes a pod exist
+    manifests.replace([static_pod()])
+    apiserver.replace([named_mirror()])  # a mirror of an earlier version (KUBELET_UID)
+    [served] = cache.snapshot().pods
+    assert served.uid == RUNTIME_UID
+    assert served.json["metadata"]["annotations"][CONFIG_HASH] == RUNTIME_UID
+    assert served.json["status"] == {"phase": "Pending"}  # not the stale mirror's Running
+    cri.set_status(RUNTIME_UID, runtime_status())
+    assert cache.get(RUNTIME_UID).json["status"]["phase"] == "Running"
+    cri.report_static([])  # the runtime no longer runs it: the mirror's uid again
+    assert [p.uid for p in cache.snapshot().pods] == [KUBELET_UID]
+
+
+def test_a_stale_mirror_beside_the_kubelets_view_is_one_pod_with_the_kubelets_status() -> None:
+    """pkg/kubelet/pod/mirror_client.go IsMirrorPodOf: a mirror whose hash is not the static
+    pod's is an orphan the kubelet deletes; the kubelet serves its own pod."""
+    cache = new_cache()
+    apiserver, kubelet = cache.source("apiserver"), cache.source("kubelet-pods")
+    apiserver.replace([named_mirror(phase="Failed", kubelet_uid="0ld0ld0ld0ld0ld0ld0ld0ld0ld0ld00")])
+    kubelet.replace([kubelet_view(phase="Running")])
+    [served] = cache.snapshot().pods
+    assert served.uid == KUBELET_UID and cache.owner(KUBELET_UID) == "kubelet-pods"
+    assert served.json["status"]["phase"] == "Running"  # not the orphan's terminal phase
+    kubelet.replace([])
+    assert [p.uid for p in cache.snapshot().pods] == ["0ld0ld0ld0ld0ld0ld0ld0ld0ld0ld00"]
+
+
+def test_file_and_http_static_pods_of_one_name_each_take_their_own_reports() -> None:
+    """pkg/kubelet/config/config.go filterInvalidPods: a name is unique within one source only."""
+    cache = new_cache()
+    files, url = manifests_source(cache), cache.source("url", configures_static_pods=True)
+    cri = cache.overlay("cri")
+    http_pod = static_pod(uid="http-ours")
+    meta = {**http_pod.json["metadata"], "annotations": {"kubernetes.io/config.source": "http"}}
+    files.replace([static_pod()])
+    url.replace([PodVersion.from_json({**http_pod.json, "metadata": meta})])
+    cri.report_static([runtime_pod("http-kubelet", source="http")])
+    assert sorted(p.uid for p in cache.snapshot().pods) == sorted([STATIC_UID, "http-kubelet"])
+    assert cache.owner("http-kubelet") == "url" and cache.owner(STATIC_UID) == "manifests"
 
 
 def test_the_static_pod_config_sources_say_so_and_no_other_does(tmp_path: Path) -> None:

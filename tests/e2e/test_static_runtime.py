@@ -1,0 +1,188 @@
+"""Static pods on a node whose runtime runs them: a real `pods-api serve --manifests DIR
+--cri-socket S` (the standalone DaemonSet's combination), a real containerd, and this test acting
+as the kubelet over CRI with the kubelet's labels and annotations.
+
+The kubelet gives a static pod a uid of its own (pkg/kubelet/config/common.go, applyDefaults: an
+md5 over Go's deep hash of the decoded pod, which no other program reproduces) and puts it on
+the pod's sandbox and containers (pkg/kubelet/kuberuntime/labels.go, newPodLabels:
+`io.kubernetes.pod.uid`; newPodAnnotations: every pod annotation, `kubernetes.io/config.source`
+and `config.hash` among them). What it serves for the pod is under that uid, so pods-api must be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from containerd import IMAGE, Containerd, Kubelet, PodRef
+from podwatch import ADDED, DELETED, MODIFIED, Watch, listed
+from serve import serving
+from servers import ManifestServer
+
+pytestmark = pytest.mark.needs_containerd
+
+RELIST = ("--cri-relist", "0.1")
+CONFIG_SOURCE = "kubernetes.io/config.source"
+CONFIG_HASH = "kubernetes.io/config.hash"
+CONFIG_SEEN = "kubernetes.io/config.seen"
+MIRROR = "kubernetes.io/config.mirror"
+
+
+def manifest(name: str, command: list[str], namespace: str = "kube-system") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"tier": "control-plane"}},
+        "spec": {"containers": [{"name": name, "image": IMAGE, "command": command}]},
+    }
+
+
+def put(directory: Path, filename: str, doc: dict[str, Any]) -> None:
+    tmp = directory / f".{filename}.tmp"
+    tmp.write_text(yaml.safe_dump(doc))
+    os.replace(tmp, directory / filename)
+
+
+def kubelet_uid() -> str:
+    """A uid of the kubelet's shape for a static pod: 32 hex digits (an md5)."""
+    return uuid.uuid4().hex
+
+
+def run_static(
+    kubelet: Kubelet, name: str, command: list[str], *, source: str = "file", namespace: str = "kube-system"
+) -> tuple[PodRef, str]:
+    """What the kubelet does for a static pod: a sandbox under its uid with the pod's
+    annotations, and the container; the pod and the container's ID."""
+    uid = kubelet_uid()
+    annotations = {CONFIG_SOURCE: source, CONFIG_HASH: uid, CONFIG_SEEN: "2026-12-01T10:00:00.5Z"}
+    pod = kubelet.run_pod(name, namespace, uid=uid, labels={"tier": "control-plane"}, annotations=annotations)
+    return pod, kubelet.start_container(pod, name.rsplit("-node-1", 1)[0], command)
+
+
+def running_under(uid: str) -> Callable[[int, dict[str, Any]], bool]:
+    def want(kind: int, p: dict[str, Any]) -> bool:
+        statuses = p["status"].get("containerStatuses") or [{}]
+        return (
+            kind in (ADDED, MODIFIED)
+            and p["metadata"]["uid"] == uid
+            and "running" in statuses[0].get("state", {})
+        )
+
+    return want
+
+
+def serve(tmp_path: Path, runtime: Containerd, *args: str) -> Any:
+    return serving(tmp_path / "run", "--cri-socket", str(runtime.socket), *RELIST, *args)
+
+
+async def test_a_static_pod_is_served_under_the_uid_the_runtime_runs_it_with(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        # Before the kubelet has started it, the runtime knows no uid: ours is served, Pending.
+        (before,) = await listed(served)
+        assert before["metadata"]["name"] == "etcd-node-1" and before["status"]["phase"] == "Pending"
+        watch = Watch(served)
+        await watch.next(2)  # the pod and SYNCED: the watch runs before the kubelet starts it
+        pod, cid = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+        _, p = await watch.until(running_under(pod.uid))
+        # A different uid is a different pod: ours went first, as DELETED.
+        assert watch.last(before["metadata"]["uid"])[0] == DELETED
+        await watch.close()
+        (only,) = await listed(served)
+    assert only["metadata"]["uid"] == pod.uid
+    meta, status = p["metadata"], p["status"]
+    assert (meta["name"], meta["namespace"], meta["uid"]) == ("etcd-node-1", "kube-system", pod.uid)
+    # The kubelet's config.hash is its uid; the spec is the manifest's, as the kubelet read it.
+    assert meta["annotations"][CONFIG_HASH] == pod.uid and meta["annotations"][CONFIG_SOURCE] == "file"
+    assert meta["labels"] == {"tier": "control-plane"}
+    assert p["spec"]["containers"][0]["command"] == ["/bin/sleep", "1000"]
+    # The status the runtime gives: not Pending forever.
+    assert status["phase"] == "Running"
+    main = status["containerStatuses"][0]
+    assert main["containerID"] == f"containerd://{cid}" and main["ready"] is True
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+
+
+async def test_a_manifest_edited_while_the_api_server_is_away_is_served_as_the_runtime_runs_it(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/config/common.go applyDefaults: an edit is a new uid; the kubelet kills the old
+    pod and starts the new (pkg/kubelet/kubelet.go HandlePodRemoves, HandlePodAdditions). The
+    API server's mirror still names the old uid (here a fixture: its last state, as the apiserver
+    source keeps it while unreachable); pod_manager's IsMirrorPodOf no longer holds for it."""
+    manifests, fixtures = tmp_path / "manifests", tmp_path / "fixtures"
+    manifests.mkdir()
+    fixtures.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    old, _ = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+    mirror = {
+        **manifest("etcd-node-1", ["/bin/sleep", "1000"]),
+        "metadata": {
+            "name": "etcd-node-1",
+            "namespace": "kube-system",
+            "uid": str(uuid.uuid4()),
+            "annotations": {MIRROR: old.uid, CONFIG_HASH: old.uid, CONFIG_SOURCE: "file"},
+        },
+        "status": {
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    (fixtures / "mirror.json").write_text(json.dumps(mirror))
+    with serve(tmp_path, runtime, "--manifests", str(manifests), "--fixtures", str(fixtures)) as served:
+        watch = Watch(served)
+        await watch.until(running_under(old.uid))
+        put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "2000"]))
+        kubelet.stop_pod(old)
+        new, cid = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "2000"])
+        _, p = await watch.until(running_under(new.uid))
+        assert watch.last(old.uid)[0] == DELETED
+        await watch.close()
+        pods = await listed(served)
+    assert [q["metadata"]["uid"] for q in pods] == [new.uid]
+    assert p["spec"]["containers"][0]["command"] == ["/bin/sleep", "2000"]
+    assert p["status"]["containerStatuses"][0]["containerID"] == f"containerd://{cid}"
+    assert "hostIP" not in p["status"]  # the stale mirror's status is not the new pod's
+
+
+async def test_file_and_http_static_pods_of_one_name_are_two_pods(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/config/config.go filterInvalidPods: names must be unique within one source
+    only; a file pod and an http pod of the same name both run, each under its own uid."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    site = ManifestServer()
+    site.serve(json.dumps(manifest("etcd", ["/bin/sleep", "3000"])))
+    site.start()
+    try:
+        from_file, file_cid = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+        from_http, http_cid = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "3000"], source="http")
+        args = ("--manifests", str(manifests), "--manifest-url", site.url)
+        with serve(tmp_path, runtime, *args) as served:
+            watch = Watch(served)
+            _, f = await watch.until(running_under(from_file.uid))
+            _, h = await watch.until(running_under(from_http.uid))
+            await watch.close()
+            pods = await listed(served)
+    finally:
+        site.stop()
+    assert sorted(q["metadata"]["uid"] for q in pods) == sorted([from_file.uid, from_http.uid])
+    assert f["metadata"]["annotations"][CONFIG_SOURCE] == "file"
+    assert f["spec"]["containers"][0]["command"] == ["/bin/sleep", "1000"]
+    assert f["status"]["containerStatuses"][0]["containerID"] == f"containerd://{file_cid}"
+    assert h["metadata"]["annotations"][CONFIG_SOURCE] == "http"
+    assert h["spec"]["containers"][0]["command"] == ["/bin/sleep", "3000"]
+    assert h["status"]["containerStatuses"][0]["containerID"] == f"containerd://{http_cid}"
