@@ -445,7 +445,11 @@ class PodCache:
         self, contribution: Contribution, uid: str, touched: dict[str, None], *, changed: bool
     ) -> None:
         """Serve `contribution` under `uid` (where it may be already)."""
-        sink = self._overlays[contribution.source]._static if contribution.runtime else self._sinks[contribution.source]
+        sink = (
+            self._overlays[contribution.source]._static
+            if contribution.runtime
+            else self._sinks[contribution.source]
+        )
         key = (contribution.source, contribution.pod.uid)
         served_as = sink.served_as.get(contribution.pod.uid)
         if served_as == uid and not changed:

@@ -280,14 +280,21 @@ class IdentityPolicy:
         return Served(PodVersion.from_json(pod_json), owner, refused)
 
 
-def _settle_identity(group: Sequence[Contribution], kinds: Sequence[Kind], part: list[int], uids: list[str]) -> None:
+def _settle_identity(
+    group: Sequence[Contribution], kinds: Sequence[Kind], part: list[int], uids: list[str]
+) -> None:
     """Decide, in `uids`, the served uid of one static pod's contributions (`part`: indexes
     into `group`, in claim order, all of one config source)."""
 
     def of(kind: Kind) -> list[int]:
         return [i for i in part if kinds[i] is kind]
 
-    configured, runtime, reported, mirrors = of(Kind.CONFIGURED), of(Kind.RUNTIME), of(Kind.REPORTED), of(Kind.MIRROR)
+    configured, runtime, reported, mirrors = (
+        of(Kind.CONFIGURED),
+        of(Kind.RUNTIME),
+        of(Kind.REPORTED),
+        of(Kind.MIRROR),
+    )
     reports = [*mirrors, *reported, *runtime]
     if configured:
         anchor = configured[0]
