@@ -18,27 +18,33 @@
   `Unimplemented`, `Unreachable`, `PermissionDenied`, all `PodsAPIError`.
 """
 
-from pods_api.client.client import (
-    KUBELET_SOCKET,
-    MAX_RECEIVE_BYTES,
-    Client,
-    Contract,
-    EventType,
-    Pod,
-    WatchEvent,
-)
-from pods_api.client.errors import (
-    InvalidArgument,
-    NotFound,
-    NotReady,
-    PermissionDenied,
-    PodsAPIError,
-    RateLimited,
-    Unimplemented,
-    Unreachable,
-)
-from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
-from pods_api.client.lookup_client import ContainerKind, Match, MatchedContainer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pods_api.client.client import (
+        MAX_RECEIVE_BYTES,
+        Client,
+        Contract,
+        EventType,
+        Pod,
+        WatchEvent,
+    )
+    from pods_api.client.defaults import KUBELET_SOCKET
+    from pods_api.client.errors import (
+        InvalidArgument,
+        NotFound,
+        NotReady,
+        PermissionDenied,
+        PodsAPIError,
+        RateLimited,
+        Unimplemented,
+        Unreachable,
+    )
+    from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
+    from pods_api.client.lookup_client import ContainerKind, Match, MatchedContainer
 
 __all__ = [
     "KUBELET_SOCKET",
@@ -65,3 +71,34 @@ __all__ = [
     "Unreachable",
     "WatchEvent",
 ]
+
+# Where each public name lives: loaded when first used, so that a command (`pods-api check`)
+# that needs one module of the client does not load every other.
+_HOME = {
+    "KUBELET_SOCKET": "defaults",
+    **dict.fromkeys(("MAX_RECEIVE_BYTES", "Client", "Contract", "EventType", "Pod", "WatchEvent"), "client"),
+    **dict.fromkeys(
+        (
+            "InvalidArgument",
+            "NotFound",
+            "NotReady",
+            "PermissionDenied",
+            "PodsAPIError",
+            "RateLimited",
+            "Unimplemented",
+            "Unreachable",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(("Backoff", "Informer", "InformerEvent", "SnapshotMode", "State"), "informer"),
+    **dict.fromkeys(("ContainerKind", "Match", "MatchedContainer"), "lookup_client"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pods_api.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pods_api.client.{home}"), name)
+    globals()[name] = value
+    return value

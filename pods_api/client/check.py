@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pods_api.client.client import Client, Contract
 from pods_api.client.errors import NotReady, PodsAPIError, RateLimited, Unimplemented
 from pods_api.client.exitcodes import Exit
 
 # ListPods with only the identity fields (the server keeps them whatever the mask): a count and a
 # round trip without moving every pod's status over the socket.
 _COUNT_MASK = "metadata.uid"
-_CONTRACT_NAMES = {Contract.KUBELET: "kubelet", Contract.DOCUMENTED: "documented"}
+_CONTRACT_NAMES = {"KUBELET": "kubelet", "DOCUMENTED": "documented"}
 
 
 @dataclass
@@ -154,9 +153,12 @@ async def _health(report: Report, seconds: float) -> bool | None:
 async def _contracts(report: Report, seconds: float) -> bool | None:
     """ListPods on each contract: which are served, the pod count and the round trip. True if
     one answered with pods, False if every served one said not ready, None if none told."""
+    # Only here the client (its stubs and the codec) loads: a probe (quick, with health) never does.
+    from pods_api.client.client import Client, Contract
+
     served, counts, ready = [], [], None
     for contract in Contract:
-        name = f"{contract.value} ({_CONTRACT_NAMES[contract]})"
+        name = f"{contract.value} ({_CONTRACT_NAMES[contract.name]})"
         async with Client(report.socket, contract=contract, timeout=seconds) as client:
             start = time.perf_counter()
             try:

@@ -21,6 +21,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from pods_api.client.defaults import KUBELET_SOCKET
 from pods_api.client.errors import from_rpc_error
 from pods_api.client.lookup_client import SERVICE as LOOKUP_SERVICE
 from pods_api.client.lookup_client import Match, lookup_request, matched_container
@@ -28,8 +29,6 @@ from pods_api.core.api.codec import CodecError, pod_from_message
 from pods_api.core.api.pb import k8s_core_v1_pb2, pods_v1alpha1_pb2
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 
-# Where the kubelet (v1.36+) serves its Pods API.
-KUBELET_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock"
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
 # gRPC clients refuse a response over 4 MiB by default. A ListPodsResponse of 1,000 unmasked pods
 # (~4.7 KiB each, a realistic pod with full status) is ~4.8 MB, so a default client fails on a

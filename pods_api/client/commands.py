@@ -16,16 +16,19 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pods_api.client import check as checking
-from pods_api.client.client import KUBELET_SOCKET, Client, Contract, Pod
+from pods_api.client.defaults import KUBELET_SOCKET
 from pods_api.client.errors import NotFound, NotReady, PodsAPIError, RateLimited, Unimplemented, Unreachable
 from pods_api.client.exitcodes import HELP, Exit, for_error
-from pods_api.client.informer import Backoff
-from pods_api.client.output import FORMATS, EventPrinter, Format, render_pod, render_pods
-from pods_api.core.api.codec import CodecError
+from pods_api.client.formats import FORMATS, Format
 from pods_api.core.argtypes import positive
+
+if TYPE_CHECKING:
+    from pods_api.client.client import Client, Pod
+
+# Each command loads what it uses when it runs (`check`, a probe run every few seconds, loads
+# neither the codec nor the protobuf stubs nor the renderers of `get`).
 
 SOCKET_ENV = "PODS_API_SOCKET"
 # List and Get answer from memory in milliseconds on a local socket; a server that has not
@@ -34,11 +37,11 @@ DEFAULT_TIMEOUT = 10.0
 # --wait's backoff: starts at 0.1 s (a sync usually completes in well under a second), grows to at
 # most 2 s so a server that becomes ready is noticed promptly, jittered so that many agents
 # started together do not retry in step.
-WAIT_BACKOFF = Backoff(initial=0.1, maximum=2.0, factor=2.0, jitter=0.2)
+WAIT_BACKOFF = {"initial": 0.1, "maximum": 2.0, "factor": 2.0, "jitter": 0.2}
 # How long a table watch waits, after the last snapshot event, for INITIAL_SYNC_COMPLETE before it
 # prints the snapshot anyway: a snapshot arrives in one burst over a local socket.
 SNAPSHOT_WAIT = 1.0
-CONTRACTS = {"kubelet": Contract.KUBELET, "documented": Contract.DOCUMENTED}
+CONTRACTS = {"kubelet": "KUBELET", "documented": "DOCUMENTED"}  # names of client.Contract
 POD_RESOURCES = ("pods", "pod", "po")
 
 T = TypeVar("T")
@@ -163,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
     except PodsAPIError as exc:
         print(f"pods-api: {exc}{_hint(exc, args)}", file=sys.stderr)
         return for_error(exc)
-    except CodecError as exc:
+    except Exception as exc:
+        if not _undecodable(exc):
+            raise
         print(f"pods-api: {args.socket}: the server sent a pod that does not decode: {exc}", file=sys.stderr)
         return Exit.ERROR
     except BrokenPipeError:
@@ -173,6 +178,13 @@ def run(args: argparse.Namespace) -> int:
         return Exit.OK
     except KeyboardInterrupt:
         return 130  # the shell's code for SIGINT
+
+
+def _undecodable(exc: Exception) -> bool:
+    """Whether exc is the codec's error (a pod that does not decode). Loaded only when asked:
+    only a command that decoded pods can have raised it."""
+    codec = sys.modules.get("pods_api.core.api.codec")
+    return codec is not None and isinstance(exc, codec.CodecError)
 
 
 def _hint(exc: PodsAPIError, args: argparse.Namespace) -> str:
@@ -188,14 +200,18 @@ def _hint(exc: PodsAPIError, args: argparse.Namespace) -> str:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    return Client(args.socket, contract=CONTRACTS[args.contract], timeout=args.timeout)
+    from pods_api.client.client import Client, Contract
+
+    return Client(args.socket, contract=Contract[CONTRACTS[args.contract]], timeout=args.timeout)
 
 
 async def _retrying(args: argparse.Namespace, client: Client, call: Callable[[], Awaitable[T]]) -> T:
     """call(), and with --wait again after NotReady or RateLimited until --timeout has passed;
     each attempt's deadline is what is left of it."""
     deadline = time.monotonic() + args.timeout
-    delays = WAIT_BACKOFF.delays()
+    from pods_api.client.informer import Backoff
+
+    delays = Backoff(**WAIT_BACKOFF).delays()
     while True:
         client.timeout = max(deadline - time.monotonic(), 0.001)
         try:
@@ -225,6 +241,8 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 
 async def _get(args: argparse.Namespace) -> int:
+    from pods_api.client.output import render_pod, render_pods
+
     fmt: Format = args.output
     wrong = _usage(args)
     if wrong is not None:
@@ -262,6 +280,8 @@ async def _get(args: argparse.Namespace) -> int:
 
 
 async def _watch(args: argparse.Namespace) -> int:
+    from pods_api.client.output import EventPrinter
+
     printer = EventPrinter(args.output)
     async with _client(args) as client:
 
@@ -293,6 +313,8 @@ async def _watch(args: argparse.Namespace) -> int:
 
 
 async def _check(args: argparse.Namespace) -> int:
+    from pods_api.client import check as checking
+
     report = await checking.check(args.socket, args.timeout, quick=args.quiet, liveness=args.liveness)
     if not args.quiet:
         _print(report.text())

@@ -17,15 +17,13 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
 from pods_api.client.client import EventType, Pod, WatchEvent
+from pods_api.client.formats import Format
 from pods_api.core.api.printer import POD_COLUMNS, pod_row, pod_text_table
-
-Format = Literal["table", "wide", "json", "yaml", "name"]
-FORMATS: tuple[Format, ...] = ("table", "wide", "json", "yaml", "name")
 
 # Go's encoding/json escapes these inside strings (HTML safety; U+2028/9 for JavaScript), and
 # they can occur nowhere else in JSON text, so a plain replace is exact.

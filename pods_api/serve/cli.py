@@ -11,39 +11,23 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from pods_api import __version__
 from pods_api.client import commands as client_cli
 from pods_api.client.exitcodes import HELP as CLIENT_EXIT_CODES
-from pods_api.core.argtypes import mode as _mode
-from pods_api.core.argtypes import non_negative as _non_negative
-from pods_api.core.argtypes import positive as _positive
-from pods_api.core.argtypes import positive_int as _positive_int
-from pods_api.core.config import (
-    BRIDGE_SOCKET,
-    DEFAULT_MAX_WATCHERS,
-    DEFAULT_SOCKET,
-    DEFAULT_WATCH_BUFFER,
-    HTTP_SOCKET_NAME,
-    Config,
-)
-from pods_api.core.policy.connections import (
-    DEFAULT_HEADER_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_SEND_TIMEOUT,
-    MAX_CONNECTIONS_CEILING,
-)
-from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
-from pods_api.serve import sockets
-from pods_api.sources import SourceContext, registry
+
+if TYPE_CHECKING:
+    from pods_api.core.config import Config
 
 GRPC_SOCKET_NAME = "pods-api.sock"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(serve_flags: bool = True) -> argparse.ArgumentParser:
+    """The command line; the serve command's flags (which load every source's module) only with
+    `serve_flags`: the client commands and --version need none of it."""
     parser = argparse.ArgumentParser(
         prog="pods-api",
         description="The kubelet's node-local Pods API.",
@@ -52,11 +36,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pods-api {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser(
-        "serve",
-        help="serve the Pods API (gRPC) and its HTTP gateway",
-        description=f"Serve the Pods API from one or more pod sources ({registry.source_flags()}).",
+    serve = commands.add_parser("serve", help="serve the Pods API (gRPC) and its HTTP gateway")
+    if serve_flags:
+        _add_serve_flags(serve)
+    client_cli.add_commands(commands)
+    return parser
+
+
+def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
+    from pods_api.core.argtypes import mode as _mode
+    from pods_api.core.argtypes import non_negative as _non_negative
+    from pods_api.core.argtypes import positive as _positive
+    from pods_api.core.argtypes import positive_int as _positive_int
+    from pods_api.core.config import (
+        BRIDGE_SOCKET,
+        DEFAULT_MAX_WATCHERS,
+        DEFAULT_SOCKET,
+        DEFAULT_WATCH_BUFFER,
+        HTTP_SOCKET_NAME,
     )
+    from pods_api.core.policy.connections import (
+        DEFAULT_HEADER_TIMEOUT,
+        DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_SEND_TIMEOUT,
+        MAX_CONNECTIONS_CEILING,
+    )
+    from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+    from pods_api.sources import registry
+
+    serve.description = f"Serve the Pods API from one or more pod sources ({registry.source_flags()})."
     add = serve.add_argument
     add("--node-name", help="this node's name (default: the host name)")
     registry.add_flags(serve)
@@ -151,11 +159,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add("--log-format", default="text", choices=["text", "json"])
-    client_cli.add_commands(commands)
-    return parser
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
+    from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET, HTTP_SOCKET_NAME, Config
+    from pods_api.serve import sockets
+    from pods_api.sources import SourceContext, registry
+
     kubelet_socket: Path | None = args.kubelet_socket
     default_socket = BRIDGE_SOCKET if kubelet_socket else DEFAULT_SOCKET
     grpc_socket = args.socket or (args.run_dir / GRPC_SOCKET_NAME if args.run_dir else default_socket)
@@ -214,7 +224,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser(serve_flags=_command(argv) == "serve")
     args, extra = parser.parse_known_args(argv)
     # `get pod -n NAMESPACE NAME`, as kubectl takes it: argparse binds the positionals before an
     # option and leaves a NAME after it over (a long-standing argparse limit): picked up here.
@@ -228,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config = config_from_args(args)
         if config.socket_group is not None:
+            from pods_api.serve import sockets
+
             sockets.resolve_group(config.socket_group)
     except ValueError as exc:
         parser.error(str(exc))
@@ -238,6 +251,11 @@ def main(argv: list[str] | None = None) -> None:
     except (StartupError, OSError, ValueError) as exc:
         print(f"pods-api: {exc}", file=sys.stderr)
         raise SystemExit(getattr(exc, "exit_code", 1)) from None
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named (the first word that is not an option); None when there is none."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 # -- logging -----------------------------------------------------------------------------------

@@ -447,3 +447,75 @@ def test_help_documents_the_exit_codes(command: list[str]) -> None:
     assert result.returncode == 0
     for line in HELP.splitlines()[1:]:
         assert line in result.stdout
+
+
+# What the probes' command may load: a DaemonSet runs `check` every few seconds on a busy node,
+# so it must not pay for the server, the gateway's web stack or a source.
+NOT_FOR_A_CLIENT = (
+    "pods_api.serve.process",
+    "pods_api.core.grpc",
+    "pods_api.gateway",
+    "pods_api.sources",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sse_starlette",
+    "prometheus_client",
+    "watchfiles",
+    "kubernetes_asyncio",
+)
+# And a probe (`check --quiet`: gRPC health only) not even the codec and stubs `get` uses.
+NOT_FOR_A_PROBE = (*NOT_FOR_A_CLIENT, "pods_api.core.api.codec", "pods_api.client.client", "yaml")
+
+
+def loaded_by(*args: str) -> tuple[int, set[str]]:
+    """Run the `pods-api` entry point in a fresh interpreter; its exit code and the modules it
+    loaded (top-level names and pods_api's own)."""
+    code = (
+        "import sys, json\n"
+        "from pods_api.serve.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    exit_code, modules = json.loads(result.stdout.splitlines()[-1])
+    return exit_code or 0, set(modules)
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("liveness", [False, True], ids=["readiness", "liveness"])
+def test_the_probe_loads_neither_the_server_nor_a_source_nor_the_codec(
+    server: Served, liveness: bool
+) -> None:
+    args = [
+        "check",
+        "--quiet",
+        "--timeout=2",
+        f"--socket={server.socket}",
+        *(["--liveness"] if liveness else []),
+    ]
+    code, modules = loaded_by(*args)
+    assert code == Exit.OK
+    assert _loaded(modules, NOT_FOR_A_PROBE) == []
+
+
+def test_a_full_check_and_get_load_the_client_but_not_the_server(server: Served) -> None:
+    for args in (["check", f"--socket={server.socket}"], ["get", "pods", f"--socket={server.socket}"]):
+        code, modules = loaded_by(*args)
+        assert code == Exit.OK, args
+        assert "pods_api.client.client" in modules  # they do list pods
+        assert _loaded(modules, NOT_FOR_A_CLIENT) == [], args
+
+
+def test_version_loads_no_source_nor_the_codec() -> None:
+    code, modules = loaded_by("--version")
+    assert code == 0
+    assert _loaded(modules, NOT_FOR_A_PROBE) == []
