@@ -9,7 +9,6 @@ import json
 import queue
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kubenode import free_port, kubeconfig
 from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
 
@@ -30,29 +30,6 @@ EXAMPLES = ROOT / "examples" / "fixtures"
 WEB = "web-7c9d8f6b5d-x2x9k"
 WEB_FILE = f"{WEB}.yaml"
 ORDERS_FILE = "orders-worker-6d5f7c9b8-q7zrt.yaml"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def kubeconfig(path: Path, port: int) -> Path:
-    """The kubeconfig of the README: no credentials, the node's loopback listener."""
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "node", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "contexts": [{"name": "node", "context": {"cluster": "node", "user": "node"}}],
-                "users": [{"name": "node", "user": {}}],
-                "current-context": "node",
-            }
-        )
-    )
-    return path
 
 
 @dataclass
