@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 
 from pods_api.core.query.view import View
-from pods_api.core.store.cache import Snapshot
 from pods_api.core.store.index import Hit
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway.formats import Format, render
 
 # Kubernetes JSON puts TypeMeta first, as the API server does for a single object.

@@ -28,7 +28,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from pods_api.core.policy.connections import DEFAULT_HEADER_TIMEOUT, MAX_CONNECTIONS_CEILING
-from pods_api.core.policy.ratelimit import ThrottledLog
+from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.gateway.errors import Code, error_body
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
-from pods_api.core.policy.ratelimit import ThrottledLog
+from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch, WatchStreams

@@ -31,7 +31,7 @@ from serve import PODS_API, TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes, pod_to_bytes
 from pods_api.core.api.pb import pods_doc_pb2, pods_doc_pb2_grpc, pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
-from pods_api.core.policy.ratelimit import ThrottledLog
+from pods_api.core.policy.throttled_log import ThrottledLog
 
 MASK = "x-kubernetes-fieldmask"
 ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3

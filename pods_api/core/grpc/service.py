@@ -23,11 +23,12 @@ import grpc
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.api.status import InvalidArgument, NotFound, quote
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
-from pods_api.core.policy.ratelimit import ThrottledLog
+from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
-from pods_api.core.store.cache import PodCache, Snapshot
+from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.stream import Encoding, WatchStreams
 from pods_api.core.store.watch import EventType, TookNothing
 

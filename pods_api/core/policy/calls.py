@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from pods_api.core.api.status import FailedPrecondition, ResourceExhausted, StatusError
 from pods_api.core.policy.ratelimit import TokenBucket
-from pods_api.core.store.cache import NOT_SYNCED, PodCache
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.readiness import NOT_SYNCED
 
 RATE_LIMITED = "rate limit exceeded; retry later"
 # A sync takes seconds; retrying sooner only adds load.

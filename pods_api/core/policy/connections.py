@@ -18,7 +18,7 @@ import logging
 import resource
 from typing import TYPE_CHECKING, Any
 
-from pods_api.core.policy.ratelimit import ThrottledLog
+from pods_api.core.policy.throttled_log import ThrottledLog
 
 if TYPE_CHECKING:
     from pods_api.core.config import Config

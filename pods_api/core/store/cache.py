@@ -12,22 +12,20 @@ encoded versions, keeps its named indexes (core/store/index.py) current at that 
 each change with a revision, keeps recent events in a ring for resumable watches, and
 publishes them to the watch hub.
 Readiness: the cache is ready once every registered gate (each source, plus any hold such as
---ready-delay) has opened. Everything runs on one event loop; no method awaits.
+--ready-delay) has opened (core/store/readiness.py). Its snapshots are core/store/snapshot.py's.
+Everything runs on one event loop; no method awaits.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import logging
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from pods_api.core.api.codec import CodecError
 from pods_api.core.store.identity import Contribution, IdentityPolicy, Overlay, Served
@@ -40,13 +38,12 @@ from pods_api.core.store.index import (
     Index,
     default_indexes,
 )
-from pods_api.core.store.lru import LRU
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.readiness import Gate, Readiness
+from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.watch import EventType, PodEvent, Watcher, WatchHub
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # Events kept for resuming an HTTP watch from a revision, and at most this many bytes of pod
 # encodings they reference (each event counts its pod and the version it replaced): a few
@@ -54,63 +51,14 @@ T = TypeVar("T")
 # ~10 KiB pods would pin ~80 MiB; the byte bound keeps about 1,600 of them.
 RING_SIZE = 4096
 RING_BYTES = 32 * 1024 * 1024
-# What every surface says while the cache is not ready (gRPC FAILED_PRECONDITION, HTTP 503).
-NOT_SYNCED = "pod sources have not finished their initial sync"
-# Assembled responses kept per snapshot (one per distinct mask and surface): a handful in
-# practice, bounded against a client that sends a new mask each time.
-MEMO_PER_SNAPSHOT = 32
-# And at most this many bytes of them. Each is a copy of every pod it shows, so kept without a
-# bound they are one more copy of the node's pods per surface and view (42 MiB at 5,000 pods
-# for one gRPC and one JSON List, as much as the pods themselves). Every response of a node of
-# 1,000 pods of ~3 KiB fits (2.9 MiB per gRPC List, 5.6 MiB per JSON one), and a gRPC List of
-# 5,000; each List until the next change is then a lookup. A larger one is assembled again per
-# call: one join of the pods' kept bytes (2.6 ms for 14 MiB), instead of a copy kept idle.
-MEMO_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(eq=False, slots=True)
-class Snapshot:
-    """The pods at one revision, in UID order; immutable. Surfaces memoise what they assemble
-    from it (a whole ListPodsResponse, a JSON PodList) so that every request until the next
-    change gets the same bytes object, up to MEMO_BYTES of them."""
-
-    revision: int
-    pods: tuple[PodVersion, ...]
-    _memo: LRU[Any, Any] = field(default_factory=lambda: LRU(MEMO_PER_SNAPSHOT, _weight, MEMO_BYTES))
-    # What the memo could not keep, while something still uses it: watches starting together
-    # share one start, however large, and nothing of it is kept once every one has sent it.
-    _in_use: weakref.WeakValueDictionary[Any, Any] = field(default_factory=weakref.WeakValueDictionary)
-
-    def memo(self, key: Any, make: Callable[[], T]) -> T:
-        """What `make` assembles from this snapshot, made once while kept (up to MEMO_BYTES of
-        them), or while in use elsewhere if it can be referenced weakly (a watch start)."""
-        value: T | None = self._in_use.get(key)
-        if value is not None:
-            return value
-        value = self._memo.get(key, make)
-        if key not in self._memo:
-            with contextlib.suppress(TypeError):  # bytes cannot be referenced weakly
-                self._in_use[key] = value
-        return value
-
-
-def _weight(value: Any) -> int:
-    """The bytes an assembled value holds: a body, or a watch start's frames (a pointer each
-    for anything else, such as a list of the snapshot's own pods)."""
-    if isinstance(value, bytes):
-        return len(value)
-    if isinstance(value, tuple | list):
-        return sum(len(item) if isinstance(item, bytes) else 8 for item in value)
-    return 8
-
-
-class Gate:
-    """One condition of readiness: a source's first sync, or a deliberate hold."""
+class _Sink(Gate):
+    """A gate of readiness that also writes to the cache, from the event loop's thread only."""
 
     def __init__(self, cache: PodCache, name: str) -> None:
+        super().__init__(cache.readiness, name)
         self._cache = cache
-        self.name = name
-        self.open = False
         self._thread = threading.get_ident()  # the event loop's, where sources are registered
 
     def _check_thread(self) -> None:
@@ -122,13 +70,8 @@ class Gate:
                 "the event loop's thread only (use loop.call_soon_threadsafe)"
             )
 
-    def set_open(self) -> None:
-        if not self.open:
-            self.open = True
-            self._cache._gate_changed()
 
-
-class SourceSink(Gate):
+class SourceSink(_Sink):
     """What a source writes to: its pods, by their own UIDs. Which of them are served, and
     under which UID, is the cache's identity policy's decision (core/store/identity.py).
 
@@ -168,7 +111,7 @@ class SourceSink(Gate):
         self.set_open()
 
 
-class OverlaySink(Gate):
+class OverlaySink(_Sink):
     """What a status overlay (the CRI source) writes to: a PodStatus per UID, for pods other
     sources own. It never makes a pod exist; the identity policy's precedence table says which
     of its fields win. Statuses are Kubernetes JSON (as in a Pod's `status`); a malformed one
@@ -267,56 +210,44 @@ class PodCache:
         self._ring: deque[tuple[PodEvent, int]] = deque()  # with the bytes each event counts
         self.ring_size, self.ring_bytes = ring_size, ring_bytes
         self._ring_held = 0
-        self._gates: list[Gate] = []
+        self.readiness = Readiness()
         self._sinks: dict[str, SourceSink] = {}
         self._overlays: dict[str, OverlaySink] = {}
         self._snapshot: Snapshot | None = None
-        self._readiness_listeners: list[Callable[[bool], None]] = []
         for index in default_indexes() if indexes is None else indexes:
             self.add_index(index)
 
-    # -- readiness ---------------------------------------------------------------------------
+    # -- registering: each source and overlay is a gate of readiness -------------------------
 
     def source(self, name: str, *, configures_static_pods: bool = False) -> SourceSink:
         """Register a pod source. `configures_static_pods`: its pods are static pods as their
         manifests make them (--manifests, --manifest-url), which the identity policy matches
         with what other sources report of the same static pods."""
-        self._check_new_name(name)
-        sink = self._sinks[name] = SourceSink(self, name, configures_static_pods=configures_static_pods)
-        self._gates.append(sink)
+        sink = SourceSink(self, name, configures_static_pods=configures_static_pods)
+        self.readiness.add(sink)
+        self._sinks[name] = sink
         return sink
 
     def overlay(self, name: str) -> OverlaySink:
         """Register a status overlay (e.g. the CRI source); a gate of readiness like a source."""
-        self._check_new_name(name)
-        sink = self._overlays[name] = OverlaySink(self, name)
-        self._gates.append(sink)
+        sink = OverlaySink(self, name)
+        self.readiness.add(sink)
+        self._overlays[name] = sink
         return sink
 
     def hold(self, name: str) -> Gate:
-        gate = Gate(self, name)
-        self._gates.append(gate)
-        return gate
-
-    def _check_new_name(self, name: str) -> None:
-        if any(g.name == name for g in self._gates):
-            raise ValueError(f"a pod source named {name!r} is already registered")
+        return self.readiness.hold(name)
 
     @property
     def ready(self) -> bool:
-        return bool(self._gates) and all(g.open for g in self._gates)
+        return self.readiness.ready
 
     @property
     def gates(self) -> tuple[Gate, ...]:
-        return tuple(self._gates)
+        return self.readiness.gates
 
     def on_readiness(self, listener: Callable[[bool], None]) -> None:
-        self._readiness_listeners.append(listener)
-
-    def _gate_changed(self) -> None:
-        ready = self.ready
-        for listener in self._readiness_listeners:
-            listener(ready)
+        self.readiness.on_change(listener)
 
     # -- reading -----------------------------------------------------------------------------
 

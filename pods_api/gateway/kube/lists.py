@@ -15,8 +15,8 @@ from starlette.responses import Response
 
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
-from pods_api.core.store.cache import Snapshot
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway import formats
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube import params

@@ -24,8 +24,8 @@ import orjson
 from pods_api import __version__
 from pods_api.core.api.printer import POD_COLUMNS, IncludeObject, pod_table
 from pods_api.core.query.view import View
-from pods_api.core.store.cache import Snapshot
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway.kube.errors import bad_request
 
 # The ObjectMeta fields Go writes before resourceVersion (ObjectMeta field order): all plain

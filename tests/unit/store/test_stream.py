@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.selector import parse_selector
 from pods_api.core.query.view import View
-from pods_api.core.store import cache as cache_module
+from pods_api.core.store import snapshot as snapshot_module
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, WatchStreams, change
@@ -134,7 +134,7 @@ async def test_a_start_too_large_to_keep_is_shared_while_sent_then_let_go(
 ) -> None:
     """Watches starting together from one snapshot send one start object, even when it is too
     large for the snapshot to keep; once they have sent it, nothing holds it."""
-    monkeypatch.setattr(cache_module, "MEMO_BYTES", 16)
+    monkeypatch.setattr(snapshot_module, "MEMO_BYTES", 16)
     cache, streams, _ = setup()
     cache.source("a").replace([pod("2"), pod("1")])
     snapshot = cache.snapshot()
