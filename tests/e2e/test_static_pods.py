@@ -171,3 +171,42 @@ def _metric(served: Served, name: str) -> float:
     with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
         body = client.get("http://localhost/metrics").text
     return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith(name + "{"))
+
+
+async def test_a_stale_mirror_and_the_kubelets_view_without_a_manifest_are_one_pod(tmp_path: Path) -> None:
+    """pkg/kubelet/pod/mirror_client.go IsMirrorPodOf: a mirror whose config.mirror is not the
+    static pod's hash is an orphan (the kubelet deletes it); what the kubelet runs is its own
+    pod. Both here as fixtures: the API server's last state and the kubelet's view."""
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    kubelet_uid, old_uid = "5d41402abc4b2a76b9719d911017c592", "7d793037a0760186574b0282f2f435e7"
+    base = static_pod("etcd-node-1", namespace="kube-system")
+    mirror = {
+        **base,
+        "metadata": {
+            **base["metadata"],
+            "uid": "2c1743a3-91f0-4e2a-9e3c-4fb1c1d0a0b1",
+            "annotations": {
+                "kubernetes.io/config.mirror": old_uid,
+                "kubernetes.io/config.hash": old_uid,
+                "kubernetes.io/config.source": "file",
+            },
+        },
+        "status": {"phase": "Failed", "reason": "Evicted"},
+    }
+    view = {
+        **base,
+        "metadata": {
+            **base["metadata"],
+            "uid": kubelet_uid,
+            "annotations": {"kubernetes.io/config.hash": kubelet_uid, "kubernetes.io/config.source": "file"},
+        },
+        "status": {"phase": "Running", "podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.7"}]},
+    }
+    (fixtures / "mirror.json").write_text(json.dumps(mirror))
+    (fixtures / "view.json").write_text(json.dumps(view))
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        pods = await listed(served)
+    assert [(p["metadata"]["name"], p["metadata"]["uid"]) for p in pods] == [("etcd-node-1", kubelet_uid)]
+    assert pods[0]["status"]["phase"] == "Running" and pods[0]["status"]["podIP"] == "10.0.0.7"
+    assert "reason" not in pods[0]["status"]  # nothing of the orphan's status
