@@ -10,8 +10,7 @@
     config.seen (when this uid was first seen; kept for as long as the uid is served);
   - files only: a toleration of every NoExecute taint, so node problems do not evict it;
   - status.phase Pending: the config source sets it, overriding any status in the file.
-Not done: the API server's field defaulting (restartPolicy, dnsPolicy, ...), so those fields stay
-as written.
+Before any of that, the API's v1 defaulting (defaults.py), as the kubelet's decoder applies it.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from typing import Any
 from pods_api.core.api.codec import CodecError, pod_to_message
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.store.pod import PodVersion
+from pods_api.sources.defaults import apply_pod_defaults
 from pods_api.sources.loader import ManifestError, locate
 
 CONFIG_HASH = "kubernetes.io/config.hash"
@@ -60,6 +60,7 @@ class StaticPodRules:
             raise ManifestError(origin, locate(where, str(exc))) from None
         warnings += [f"{origin}: {locate(where, w)}" for w in decoded.warnings]
         pod = decoded.message
+        apply_pod_defaults(pod)  # the kubelet's decoder defaults before anything else looks
         problems = validate_static_pod(pod, self.node_name)
         if problems:
             raise ManifestError(origin, locate(where, "invalid pod: " + "; ".join(problems)))

@@ -210,3 +210,33 @@ async def test_a_stale_mirror_and_the_kubelets_view_without_a_manifest_are_one_p
     assert [(p["metadata"]["name"], p["metadata"]["uid"]) for p in pods] == [("etcd-node-1", kubelet_uid)]
     assert pods[0]["status"]["phase"] == "Running" and pods[0]["status"]["podIP"] == "10.0.0.7"
     assert "reason" not in pods[0]["status"]  # nothing of the orphan's status
+
+
+async def test_static_pods_are_served_defaulted_as_the_kubelet_decodes_them(tmp_path: Path) -> None:
+    """pkg/kubelet/config/common.go tryDecodeSinglePod decodes with the defaulting decoder
+    (pkg/apis/core/v1/defaults.go SetDefaults_PodSpec, SetDefaults_Container): a field selector
+    on a default finds every pod that has it, as on the kubelet's own /pods."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "a.yaml", static_pod("a"))
+    put(manifests, "b.yaml", static_pod("b", "busybox"))
+    never = static_pod("job")
+    never["spec"]["restartPolicy"] = "Never"
+    put(manifests, "job.yaml", never)
+    with serving(tmp_path / "run", "--manifests", str(manifests)) as served:
+        transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://localhost", timeout=TIMEOUT
+        ) as http:
+            response = await http.get("/api/v1/pods", params={"fieldSelector": "spec.restartPolicy=Always"})
+            body = response.json()
+        pods = {p["metadata"]["name"]: p for p in await listed(served)}
+    assert sorted(p["metadata"]["name"] for p in body["items"]) == ["a-node-1", "b-node-1"]
+    spec = pods["b-node-1"]["spec"]
+    assert (spec["dnsPolicy"], spec["terminationGracePeriodSeconds"], spec["schedulerName"]) == (
+        "ClusterFirst",
+        30,
+        "default-scheduler",
+    )
+    assert spec["containers"][0]["imagePullPolicy"] == "Always"  # busybox: the tag latest
+    assert pods["a-node-1"]["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
