@@ -1,9 +1,10 @@
 """The pod cache: the pods served, by UID, merged from what every source contributes.
 
 Sources hand over snapshots (`replace`) or deltas (`upsert`, `delete`) of their own pods;
-overlays (`cache.overlay(name)`) hand over statuses for pods others own. The cache keeps each
-contribution, and the identity policy (core/store/identity.py) decides under which UID a pod is
-served and merges the contributions for that UID: first claim wins, a static pod is one pod
+overlays (`cache.overlay(name)`) hand over statuses for pods others own. The identity policy
+(core/store/identity.py) keeps each source's contributions, decides under which UID a pod is
+served (`policy.place`, at the cache's one write point for sources) and merges what is said of
+one UID (`policy.settle`, at `_settle`, the one place a served pod changes): first claim wins, a static pod is one pod
 whoever reports it (its mirror, the kubelet's view), an overlay's status fields win as its
 precedence table says. Whether a source's pods are static pods as configured is said when it
 registers (`source(name, configures_static_pods=True)`). A UID is merged again only
@@ -19,7 +20,6 @@ Everything runs on one event loop; no method awaits.
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 import threading
 import time
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pods_api.core.api.codec import CodecError
-from pods_api.core.store.identity import Contribution, IdentityPolicy, Overlay, Served
+from pods_api.core.store.identity import IdentityPolicy, Overlay, Served
 from pods_api.core.store.index import (
     BY_CONTAINER_ID,
     BY_NAME,
@@ -84,7 +84,11 @@ class SourceSink(_Sink):
         super().__init__(cache, name)
         self.configures_static_pods = configures_static_pods
         self.runtime = runtime  # an overlay's word on static pods' uids (OverlaySink.report_static)
-        self.served_as: dict[str, str] = {}  # this source's pod UID -> the UID it is served under
+
+    @property
+    def served_as(self) -> Mapping[str, str]:
+        """This source's pod UIDs -> the UID each is served under (the policy's decision)."""
+        return self._cache.policy.served_as(self.name)
 
     @property
     def uids(self) -> set[str]:
@@ -200,11 +204,6 @@ class PodCache:
         # earlier run of the process is older than every revision of this one.
         self._first_revision = self.revision = time.time_ns() // 1_000_000
         self._served: dict[str, Served] = {}
-        # served UID -> (source, the source's own pod UID) -> that source's pod
-        self._claims: dict[str, dict[tuple[str, str], Contribution]] = {}
-        # a static pod's (namespace, name) -> what every source says of it (see the policy)
-        self._static: dict[tuple[str, str], dict[tuple[str, str], Contribution]] = {}
-        self._claim_order = itertools.count()
         self._said_refused: set[tuple[str, str, str]] = set()
         self._indexes: dict[str, Index] = {}
         self._ring: deque[tuple[PodEvent, int]] = deque()  # with the bytes each event counts
@@ -320,7 +319,7 @@ class PodCache:
             return None
         return [e for e, _ in self._ring if e.revision > revision]
 
-    # -- writing: contributions in, the policy merges, _settle serves ------------------------
+    # -- writing: contributions to the policy, which places and merges; _settle serves -----
 
     def _replace(self, sink: SourceSink, pods: list[PodVersion]) -> None:
         wanted = {pod.uid: pod for pod in pods}
@@ -328,69 +327,15 @@ class PodCache:
         self._publish(self._change(sink, list(wanted.values()), gone))
 
     def _change(self, sink: SourceSink, pods: list[PodVersion], gone: list[str]) -> list[PodEvent]:
-        """Take a source's new or changed `pods` and withdraw its pods `gone`; place every
-        contribution whose served UID the policy now decides otherwise, and serve the result."""
-        touched: dict[str, None] = {}  # served UIDs to settle, in the order touched
-        groups: dict[tuple[str, str], None] = {}  # static pods whose identities to decide again
-        for uid in gone:
-            was = sink.served_as.pop(uid)
-            self._unlink(self._claims[was].pop((sink.name, uid)), groups)
-            touched[was] = None
-        for pod in pods:
-            key = (sink.name, pod.uid)
-            served_as = sink.served_as.get(pod.uid)
-            old = self._claims[served_as][key] if served_as is not None else None
-            if old is not None and old.pod.framed == pod.framed:
-                continue
-            order = old.order if old is not None else next(self._claim_order)
-            new = Contribution(sink.name, pod, order, sink.configures_static_pods, sink.runtime)
-            if old is not None:
-                self._unlink(old, groups)
-            group = self.policy.static_pod(new)
-            if group is not None:
-                self._static.setdefault(group, {})[key] = new
-                groups[group] = None
-            self._place(new, self.policy.identity(pod), touched, changed=True)
-        for group in groups:
-            members = list(self._static.get(group, {}).values())
-            for member, uid in zip(members, self.policy.identities(members), strict=True):
-                self._place(member, uid, touched, changed=False)
-        # A UID left with nothing goes first: when a pod moves to another UID (a static pod to
-        # the kubelet's uid, an edited static pod to its new uid), the old goes before the new
-        # comes, as the kubelet kills before it starts.
+        """Take a source's new or changed `pods` and withdraw its pods `gone`: the policy places
+        them, and every served UID it says changed is settled, in its order."""
+        touched = self.policy.place(
+            sink.name, pods, gone, configured=sink.configures_static_pods, runtime=sink.runtime
+        )
         events: list[PodEvent] = []
-        for uid in sorted(touched, key=lambda uid: bool(self._claims.get(uid))):
+        for uid in touched:
             events += self._settle(uid)
         return events
-
-    def _unlink(self, contribution: Contribution, groups: dict[tuple[str, str], None]) -> None:
-        group = self.policy.static_pod(contribution)
-        if group is not None:
-            members = self._static[group]
-            members.pop((contribution.source, contribution.pod.uid), None)
-            if not members:
-                del self._static[group]
-            groups[group] = None
-
-    def _place(
-        self, contribution: Contribution, uid: str, touched: dict[str, None], *, changed: bool
-    ) -> None:
-        """Serve `contribution` under `uid` (where it may be already)."""
-        sink = (
-            self._overlays[contribution.source]._static
-            if contribution.runtime
-            else self._sinks[contribution.source]
-        )
-        key = (contribution.source, contribution.pod.uid)
-        served_as = sink.served_as.get(contribution.pod.uid)
-        if served_as == uid and not changed:
-            return
-        if served_as is not None and served_as != uid:
-            self._claims[served_as].pop(key, None)
-            touched[served_as] = None
-        self._claims.setdefault(uid, {})[key] = contribution
-        sink.served_as[contribution.pod.uid] = uid
-        touched[uid] = None
 
     def _overlay(self, sink: OverlaySink, uid: str, status: dict[str, Any]) -> list[PodEvent]:
         old = sink.statuses.get(uid)
@@ -402,12 +347,8 @@ class PodCache:
     def _settle(self, uid: str) -> list[PodEvent]:
         """Merge what every source says about `uid` and serve the result: the one place a
         served pod changes, so events and indexes follow from here."""
-        claims = self._claims.get(uid)
-        if claims is not None and not claims:
-            del self._claims[uid]
-            claims = None
         overlays = [sink.statuses[uid] for sink in self._overlays.values() if uid in sink.statuses]
-        served = self.policy.merge(uid, list(claims.values()), overlays) if claims else None
+        served = self.policy.settle(uid, overlays)
         self._say_refused(uid, served)
         old = self._served.get(uid)
         if served is None:

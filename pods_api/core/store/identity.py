@@ -1,9 +1,10 @@
 """Identity and precedence: which pod the cache serves under a UID, built from what sources say.
 
-The cache keeps every source's *contribution* (a whole pod from a source that owns pods, a
-`status` from an overlay) and asks the policy to merge the contributions for one UID into the
-one PodVersion it serves. It asks again only when a contribution for that UID changed, so a pod
-is re-encoded only then, and a pod with a single contribution is served as its source made it.
+The policy keeps every source's *contribution* (a whole pod from a source that owns pods) and
+places each under the UID it is served under (`place`); the cache keeps the overlays' statuses
+and asks the policy to merge what is placed under one UID, with them, into the one PodVersion it
+serves (`settle`). It asks again only when a contribution for that UID changed, so a pod is
+re-encoded only then, and a pod with a single contribution is served as its source made it.
 
 Kinds of contribution (`IdentityPolicy.kind`):
   - configured: a static pod as its manifest makes it, from a source registered as a static pod
@@ -94,6 +95,7 @@ Several overlays for one UID: the one registered first is used, the others wait 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -177,16 +179,116 @@ class Served:
     refused: tuple[Contribution, ...] = ()
 
 
+# A contribution's key: (source, the source's own pod UID).
+Key = tuple[str, str]
+
+
 class IdentityPolicy:
     """Decides under which UID a source's pod is served, and merges the contributions for one
-    UID into the served pod (see the module docstring for the rules and the table).
+    UID into the served pod (see the module docstring for the rules and the table). It keeps
+    every contribution: the cache hands over what a source says (`place`) and asks for what to
+    serve under each UID that changed (`settle`), its two write points.
 
     `mirror_pods=False` is the plain rule "first source to claim a UID wins", nothing merged.
+    One policy serves one cache.
     """
 
     def __init__(self, *, name: str = "mirrors+overlays", mirror_pods: bool = True) -> None:
         self.name = name
         self.mirror_pods = mirror_pods
+        # served UID -> key -> that source's pod
+        self._claims: dict[str, dict[Key, Contribution]] = {}
+        # a static pod's (namespace, name) -> what every source says of it
+        self._static: dict[tuple[str, str], dict[Key, Contribution]] = {}
+        # source -> its own pod UID -> the UID that pod is served under
+        self._served_as: dict[str, dict[str, str]] = {}
+        self._claim_order = itertools.count()
+
+    # -- the contributions: placed under a UID, settled into the served pod -------------------
+
+    def served_as(self, source: str) -> Mapping[str, str]:
+        """A source's pods, by its own UIDs, and the UID each is served under."""
+        return self._served_as.get(source, {})
+
+    def place(
+        self,
+        source: str,
+        pods: Sequence[PodVersion],
+        gone: Sequence[str],
+        *,
+        configured: bool = False,
+        runtime: bool = False,
+    ) -> list[str]:
+        """Take `source`'s new or changed `pods` and withdraw its pods `gone` (its own UIDs);
+        place every contribution whose served UID is now decided otherwise. Returns the served
+        UIDs to settle, in the order to settle them. `configured`, `runtime`: as in
+        Contribution."""
+        served_as = self._served_as.setdefault(source, {})
+        touched: dict[str, None] = {}  # served UIDs to settle, in the order touched
+        groups: dict[tuple[str, str], None] = {}  # static pods whose identities to decide again
+        for uid in gone:
+            was = served_as.pop(uid)
+            self._unlink(self._claims[was].pop((source, uid)), groups)
+            touched[was] = None
+        for pod in pods:
+            key = (source, pod.uid)
+            served = served_as.get(pod.uid)
+            old = self._claims[served][key] if served is not None else None
+            if old is not None and old.pod.framed == pod.framed:
+                continue
+            order = old.order if old is not None else next(self._claim_order)
+            new = Contribution(source, pod, order, configured, runtime)
+            if old is not None:
+                self._unlink(old, groups)
+            group = self.static_pod(new)
+            if group is not None:
+                self._static.setdefault(group, {})[key] = new
+                groups[group] = None
+            self._place(new, self.identity(pod), touched, changed=True)
+        for group in groups:
+            members = list(self._static.get(group, {}).values())
+            for member, uid in zip(members, self.identities(members), strict=True):
+                self._place(member, uid, touched, changed=False)
+        # A UID left with nothing goes first: when a pod moves to another UID (a static pod to
+        # the kubelet's uid, an edited static pod to its new uid), the old goes before the new
+        # comes, as the kubelet kills before it starts.
+        return sorted(touched, key=lambda uid: bool(self._claims.get(uid)))
+
+    def settle(self, uid: str, overlays: Sequence[Overlay]) -> Served | None:
+        """What to serve under `uid` now, from every contribution placed there and `overlays`
+        (the overlays' statuses for it, first registered first); None: nothing."""
+        claims = self._claims.get(uid)
+        if claims is not None and not claims:
+            del self._claims[uid]
+            claims = None
+        return self.merge(uid, list(claims.values()), overlays) if claims else None
+
+    def _unlink(self, contribution: Contribution, groups: dict[tuple[str, str], None]) -> None:
+        group = self.static_pod(contribution)
+        if group is not None:
+            members = self._static[group]
+            members.pop((contribution.source, contribution.pod.uid), None)
+            if not members:
+                del self._static[group]
+            groups[group] = None
+
+    def _place(
+        self, contribution: Contribution, uid: str, touched: dict[str, None], *, changed: bool
+    ) -> None:
+        """Serve `contribution` under `uid` (where it may be already)."""
+        served_as = self._served_as.setdefault(contribution.source, {})
+        key = (contribution.source, contribution.pod.uid)
+        was = served_as.get(contribution.pod.uid)
+        if was == uid and not changed:
+            return
+        if was is not None and was != uid:
+            self._claims[was].pop(key, None)
+            touched[was] = None
+        self._claims.setdefault(uid, {})[key] = contribution
+        served_as[contribution.pod.uid] = uid
+        touched[uid] = None
+
+    # -- the rules ------------------------------------------------------------------------------
 
     def kind(self, contribution: Contribution) -> Kind:
         if contribution.runtime:
