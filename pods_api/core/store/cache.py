@@ -4,14 +4,14 @@ Sources hand over snapshots (`replace`) or deltas (`upsert`, `delete`) of their 
 overlays (`cache.overlay(name)`) hand over statuses for pods others own. The identity policy
 (core/store/identity.py) keeps each source's contributions, decides under which UID a pod is
 served (`policy.place`, at the cache's one write point for sources) and merges what is said of
-one UID (`policy.settle`, at `_settle`, the one place a served pod changes): first claim wins, a static pod is one pod
-whoever reports it (its mirror, the kubelet's view), an overlay's status fields win as its
-precedence table says. Whether a source's pods are static pods as configured is said when it
-registers (`source(name, configures_static_pods=True)`). A UID is merged again only
-when one of its contributions changed. The cache computes ADDED/MODIFIED/DELETED by comparing
-encoded versions, keeps its named indexes (core/store/index.py) current at that same point, stamps
-each change with a revision, keeps recent events in a ring for resumable watches, and
-publishes them to the watch hub.
+one UID (`policy.settle`, at `_settle`, the one place a served pod changes): first claim wins,
+a static pod is one pod whoever reports it (its mirror, the kubelet's view), an overlay's
+status fields win as its precedence table says. Whether a source's pods are static pods as
+configured is said when it registers (`source(name, configures_static_pods=True)`). A UID is
+merged again only when one of its contributions changed. The cache computes
+ADDED/MODIFIED/DELETED by comparing encoded versions, keeps its named indexes
+(core/store/index.py) current at that same point, stamps each change with a revision, keeps
+recent events in a ring for resumable watches, and publishes them to the watch hub.
 Readiness: the cache is ready once every registered gate (each source, plus any hold such as
 --ready-delay) has opened (core/store/readiness.py). Its snapshots are core/store/snapshot.py's.
 Everything runs on one event loop; no method awaits.
