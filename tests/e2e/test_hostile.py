@@ -497,6 +497,80 @@ def test_a_huge_pod_uid_is_not_found_with_a_short_message_on_both_surfaces(
         assert len(response.json()["error"]["message"]) < 300
 
 
+# `in` with 5,000 values: each pod was compared with every value on the event loop (4 s for
+# 4,000 values), while /healthz and every watch waited.
+HUGE_SET = "app in (" + ",".join(f"v{i}" for i in range(5_000)) + ")"
+MANY_REQUIREMENTS = ",".join(f"!k{i}" for i in range(100))
+
+
+@pytest.fixture
+def many_pods(tmp_path: Path) -> Path:
+    directory = tmp_path / "many"
+    directory.mkdir()
+    items = [make_pod(f"pod-{i}", f"uid-many-{i}") for i in range(2000)]
+    (directory / "pods.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "PodList", "items": items})
+    )
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("selector", "limit"),
+    [
+        ({"labelSelector": HUGE_SET}, "a selector has at most 8192"),
+        ({"labelSelector": "app in (" + ",".join(f"v{i}" for i in range(1100)) + ")"}, "over 1024 values"),
+        ({"labelSelector": MANY_REQUIREMENTS}, "over 32 requirements"),
+        ({"fieldSelector": ",".join(f"metadata.name=n{i}" for i in range(40))}, "over 32 requirements"),
+    ],
+    ids=["length", "values", "label-requirements", "field-requirements"],
+)
+def test_a_selector_over_the_limits_is_refused_on_every_surface(
+    tmp_path: Path, fixtures: Path, selector: dict[str, str], limit: str
+) -> None:
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        for path in ("/v1/pods", "/api/v1/pods"):
+            for watch in ({}, {"watch": "true"}):
+                response = http_get(served, path, params={**selector, **watch})
+                assert response.status_code == 400, (path, watch, response.text[:300])
+                assert limit in response.text and len(response.text) < 1000, response.text
+        with grpc.insecure_channel(served.target) as channel:
+            stub = podsapi_v1_pb2_grpc.PodLookupStub(channel)
+            request = {"label_selector": selector.get("labelSelector", "")}
+            request["field_selector"] = selector.get("fieldSelector", "")
+            for call in (
+                lambda: stub.ListPods(podsapi_v1_pb2.ListPodsRequest(**request), timeout=TIMEOUT),
+                lambda: next(
+                    iter(stub.WatchPods(podsapi_v1_pb2.WatchPodsRequest(**request), timeout=TIMEOUT))
+                ),
+            ):
+                with pytest.raises(grpc.RpcError) as err:
+                    call()
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert limit in err.value.details() and len(err.value.details()) < 1000
+
+
+def test_healthz_answers_while_pathological_selectors_are_in_flight(tmp_path: Path, many_pods: Path) -> None:
+    """Four Lists with the worst selectors sent, unread, then /healthz: it answers, and so do
+    they (refused at parse), instead of the loop matching 2,000 pods against 10,000 values each."""
+    with serving(tmp_path / "run", "--fixtures", str(many_pods)) as served:
+        heavy = []
+        for path in ("/v1/pods", "/api/v1/pods"):
+            for selector in (HUGE_SET, MANY_REQUIREMENTS):
+                sock = connect(served.http_socket)
+                query = httpx.QueryParams({"labelSelector": selector})
+                sock.sendall(
+                    f"GET {path}?{query} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode()
+                )
+                heavy.append(sock)
+        try:
+            assert http_get(served, "/healthz").text == "ok\n"
+            for sock in heavy:
+                assert read_until_closed(sock).startswith(b"HTTP/1.1 400 "), "refused at parse"
+        finally:
+            for sock in heavy:
+                sock.close()
+
+
 def test_an_http2_preface_on_the_http_socket_does_not_echo_the_socket_path(
     tmp_path: Path, fixtures: Path
 ) -> None:

@@ -84,7 +84,7 @@ class SelectorError(InvalidArgument, ValueError):
     """An invalid label or field selector: which one, what is wrong, and at which character."""
 
     def __init__(self, kind: str, text: str, position: int, problem: str) -> None:
-        super().__init__(f"invalid {kind} selector {text!r} at position {position}: {problem}")
+        super().__init__(f"invalid {kind} selector {quote(text)} at position {position}: {problem}")
         self.kind = kind
         self.text = text
         self.position = position

@@ -6,7 +6,8 @@ the API server compares them (a missing value is "", `spec.hostNetwork` is "true
 `status.podIP` is the first of podIPs). `spec.host` is read as `spec.nodeName`, as the API
 server does for old clients. `status.podIPs` is refused: the API server accepts the name but
 gives it no value, so `=` never matches there; an error says more than a silently empty answer.
-Every error is a SelectorError naming the selector and the 0-based character offset.
+Every error is a SelectorError naming the selector and the 0-based character offset; a selector
+over the limits of core/query/limits.py is one too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pods_api.core.api.status import SelectorError
+from pods_api.core.query.limits import check_length, check_requirements
 
 FieldGetter = Callable[[Mapping[str, Any]], str]
 
@@ -135,10 +137,12 @@ def _terms(text: str) -> Iterator[tuple[str, int]]:
 def parse_fields(text: str, selectable: Mapping[str, FieldGetter] = POD_FIELDS) -> FieldSelector:
     """A field selector on pods; raises SelectorError. The empty string selects everything.
     `selectable`: the fields that may be selected by, and how to read each from the JSON."""
+    check_length("field", text)
     requirements: list[FieldRequirement] = []
     for term, at in _terms(text) if text else ():
         if not term:
             continue  # apimachinery skips empty terms
+        check_requirements("field", text, len(requirements) + 1, at)
         found = re.search(r"!=|==|=", term)
         if found is None:
             raise SelectorError(

@@ -6,17 +6,19 @@ commas, each `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,
 label values (possibly empty); whitespace separates tokens; `in`/`notin` values are a set. `!=`
 and `notin` also match a pod without the label. The string form (`str()`) is the API server's:
 requirements in key order, set values sorted, whitespace dropped. Every error is a
-SelectorError naming the selector and the 0-based character offset where parsing stopped.
+SelectorError naming the selector and the 0-based character offset where parsing stopped; a
+selector over the limits of core/query/limits.py is one too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pods_api.core.api.status import SelectorError
+from pods_api.core.query.limits import MAX_VALUES, check_length, check_requirements
 
 # Go's int64, for `>` and `<` values (strconv.ParseInt(v, 10, 64)).
 _INT64 = (-(2**63), 2**63 - 1)
@@ -123,6 +125,9 @@ def _go_int(text: str) -> int | None:
     return value if _INT64[0] <= value <= _INT64[1] else None
 
 
+LabelTest = Callable[[Mapping[str, str]], bool]
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """One requirement on one label. `values` is sorted and unique for in/notin."""
@@ -130,25 +135,15 @@ class Requirement:
     key: str
     op: Op
     values: tuple[str, ...] = ()
+    # The requirement as one function of the labels, made once: a set's membership is one hash
+    # lookup (a tuple's was a scan: `in` with 10,000 values held the loop for seconds).
+    test: LabelTest = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", _test(self.key, self.op, self.values))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        value = labels.get(self.key)
-        match self.op:
-            case Op.EXISTS:
-                return value is not None
-            case Op.DOES_NOT_EXIST:
-                return value is None
-            case Op.IN | Op.EQUALS | Op.DOUBLE_EQUALS:
-                return value is not None and value in self.values
-            case Op.NOT_IN | Op.NOT_EQUALS:
-                return value is None or value not in self.values
-            case Op.GREATER_THAN | Op.LESS_THAN:
-                have = _go_int(value) if value is not None else None
-                want = _go_int(self.values[0])
-                if have is None or want is None:
-                    return False
-                return have > want if self.op is Op.GREATER_THAN else have < want
-        return False  # pragma: no cover - every Op is handled above
+        return self.test(labels)
 
     def __str__(self) -> str:
         match self.op:
@@ -172,12 +167,39 @@ class Requirement:
         return str(self)
 
 
+def _test(key: str, op: Op, values: tuple[str, ...]) -> LabelTest:
+    if op is Op.EXISTS:
+        return lambda labels: key in labels
+    if op is Op.DOES_NOT_EXIST:
+        return lambda labels: key not in labels
+    if op in (Op.GREATER_THAN, Op.LESS_THAN):
+        want = _go_int(values[0])
+        greater = op is Op.GREATER_THAN
+
+        def compare(labels: Mapping[str, str]) -> bool:
+            value = labels.get(key)
+            have = _go_int(value) if value is not None else None
+            if have is None or want is None:
+                return False
+            return have > want if greater else have < want
+
+        return compare
+    members = frozenset(values)  # a missing label (None) is in no set
+    if op in (Op.NOT_IN, Op.NOT_EQUALS):
+        return lambda labels: labels.get(key) not in members
+    return lambda labels: labels.get(key) in members
+
+
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
     requirements: tuple[Requirement, ...] = ()
+    tests: tuple[LabelTest, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tests", tuple(r.test for r in self.requirements))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(r.matches(labels) for r in self.requirements)
+        return all(test(labels) for test in self.tests)
 
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
@@ -242,9 +264,11 @@ class _LabelParser:
     `in` and `notin` are plain identifiers (so `notin=in` is a valid selector)."""
 
     def __init__(self, text: str) -> None:
+        check_length("label", text)
         self.text = text
         self.items = lex(text)
         self.at = 0
+        self.values = 0  # in the sets so far: bounded by MAX_VALUES
 
     def fail(self, item: Lexeme, problem: str) -> SelectorError:
         return SelectorError("label", self.text, item.position, problem)
@@ -275,6 +299,7 @@ class _LabelParser:
                 break
             if item.token not in (Token.IDENTIFIER, Token.DOES_NOT_EXIST):
                 raise self.fail(item, f"found {self.shown(item)}, expected: !, identifier, or end of string")
+            check_requirements("label", self.text, len(requirements) + 1, item.position)
             requirements.append(self.requirement())
             after = self.take()
             if after.token is Token.END:
@@ -306,6 +331,9 @@ class _LabelParser:
         if op is None:
             raise self.fail(op_item, f"found {self.shown(op_item)}, expected: {_BINARY_OPS}")
         values = self.value_set() if op in (Op.IN, Op.NOT_IN) else [self.exact_value()]
+        self.values += len(values)
+        if self.values > MAX_VALUES:
+            raise self.fail(op_item, f"over {MAX_VALUES} values in the sets of one selector")
         if op in (Op.GREATER_THAN, Op.LESS_THAN) and _go_int(values[0][0]) is None:
             raise self.fail(
                 values[0][1], f"for 'gt', 'lt' operators, the value must be an integer, not {values[0][0]!r}"

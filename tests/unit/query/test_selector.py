@@ -399,3 +399,32 @@ def test_in_of_one_value_is_equals(labels: dict[str, str], value: str) -> None:
     one = parse_labels(f"a in ({value})")
     assert one.matches(labels) is parse_labels(f"a={value}").matches(labels)
     assert parse_labels(f"a notin ({value})").matches(labels) is parse_labels(f"a!={value}").matches(labels)
+
+
+def test_a_selector_at_the_limits_parses_and_one_past_them_is_refused_where_it_goes_over() -> None:
+    from pods_api.core.query.limits import MAX_LENGTH, MAX_REQUIREMENTS, MAX_VALUES
+
+    per = MAX_VALUES // MAX_REQUIREMENTS
+    widest = ",".join(f"k{i} in ({','.join(f'v{j}' for j in range(per))})" for i in range(MAX_REQUIREMENTS))
+    assert len(widest) <= MAX_LENGTH
+    selector = parse_labels(widest)
+    assert selector.matches({f"k{i}": "v0" for i in range(MAX_REQUIREMENTS)})
+    assert not selector.matches({f"k{i}": f"v{per}" for i in range(MAX_REQUIREMENTS)})
+    with pytest.raises(SelectorError) as err:
+        parse_labels(widest + ",extra")
+    assert err.value.position == len(widest) + 1 and f"over {MAX_REQUIREMENTS} requirements" in str(err.value)
+    with pytest.raises(SelectorError) as err:
+        parse_labels("app in (" + ",".join(f"v{i}" for i in range(MAX_VALUES + 1)) + ")")
+    assert f"over {MAX_VALUES} values" in str(err.value)
+    with pytest.raises(SelectorError) as err:
+        parse_fields("metadata.name=" + "x" * MAX_LENGTH)
+    assert f"a selector has at most {MAX_LENGTH}" in str(err.value) and len(str(err.value)) < 400
+
+
+def test_set_membership_is_one_lookup_whatever_the_set_size() -> None:
+    """`in` and `notin` over a set, with a missing label in no set (`notin` matches it)."""
+    values = [f"v{i}" for i in range(1000)]
+    inside = parse_labels(f"app in ({','.join(values)})")
+    outside = parse_labels(f"app notin ({','.join(values)})")
+    assert inside.matches({"app": "v999"}) and not inside.matches({}) and not inside.matches({"app": "x"})
+    assert not outside.matches({"app": "v0"}) and outside.matches({}) and outside.matches({"app": "x"})
