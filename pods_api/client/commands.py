@@ -242,12 +242,17 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 async def _get(args: argparse.Namespace) -> int:
     from pods_api.client.output import render_pod, render_pods
+    from pods_api.core.api.printer import POD_FIELDS
 
     fmt: Format = args.output
     wrong = _usage(args)
     if wrong is not None:
         print(f"pods-api get: {wrong}", file=sys.stderr)
         return Exit.USAGE
+    if args.fields is None and fmt in ("table", "wide"):
+        # A table shows a few fields: the server sends (and we decode) only those, a third of
+        # each pod; decoding whole pods was most of a 1,000-pod table's time.
+        args.fields = POD_FIELDS
     selected = {"label_selector": args.selector, "field_selector": args.field_selector}
     async with _client(args) as client:
         if args.namespace is not None:  # -n NAMESPACE NAME: one pod, by name

@@ -18,12 +18,14 @@ from strategies import pods as any_pods
 from pods_api.core.api.codec import pod_from_message
 from pods_api.core.api.printer import (
     POD_COLUMNS,
+    POD_FIELDS,
     human_duration,
     pod_row,
     pod_table,
     pod_text_table,
     render_text_table,
 )
+from pods_api.core.query.fieldmask import parse_mask
 
 
 def ago(**delta: float) -> str:
@@ -748,3 +750,24 @@ def test_column_descriptions_are_the_apis_field_docs() -> None:
             if model_fields is None:
                 pytest.skip("this kubernetes client's models carry no field descriptions")
             assert column.description.replace("\n\n", "  ") == model_fields[attr].description
+
+
+@given(any_pods())
+def test_a_pod_masked_to_the_printers_fields_prints_the_same_row(message: Any) -> None:
+    """`pods-api get pods` asks the server for POD_FIELDS only: the rows must not change."""
+    masked = parse_mask(POD_FIELDS).apply_message(message)  # type: ignore[union-attr]
+    assert pod_row(pod_from_message(masked), NOW) == pod_row(pod_from_message(message), NOW)
+
+
+def test_the_example_pods_masked_to_the_printers_fields_print_the_same_table() -> None:
+    mask = parse_mask(POD_FIELDS)
+    pods = example_pods()
+    evicted = {**pods[0], "status": {**pods[0]["status"], "phase": "Failed", "reason": "Evicted"}}
+    lost = {**evicted, "status": {**evicted["status"], "reason": "NodeLost"}}
+    lost["metadata"] = {**lost["metadata"], "deletionTimestamp": "2026-11-30T11:00:00Z"}
+    pods += [evicted, lost]
+    masked = [mask.apply_json(pod) for pod in pods]  # type: ignore[union-attr]
+    for wide in (False, True):
+        assert pod_text_table(masked, NOW, wide=wide, with_namespace=True) == pod_text_table(
+            pods, NOW, wide=wide, with_namespace=True
+        )
