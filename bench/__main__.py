@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from bench import fanout, memory, source, sse, workloads
+from bench import fanout, httpmetrics, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,6 +38,10 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
+    "httpmetrics": (
+        {"count": 110, "requests": 3000, "rounds": 5},
+        {"count": 110, "requests": 200, "rounds": 1},
+    ),
     "sse": (
         {"watchers": 20, "rate": 100.0, "seconds": 4.0, "repeats": 3},
         {"watchers": 3, "rate": 20.0, "seconds": 1.0, "repeats": 1},
@@ -72,6 +76,7 @@ RUNNERS = {
     "startup": workloads.startup,
     "memory": memory.run,
     "requests": workloads.requests,
+    "httpmetrics": httpmetrics.run,
     "fanout": fanout.run,
     "sse": sse.run,
 }
@@ -96,6 +101,11 @@ def table(results: dict[str, Any]) -> list[str]:
             name = f"W3 {r['surface']} {r['call']}"
             row(name, "calls/s", r["ours_per_s"], r["floor_per_s"])
             row(name, "server CPU µs/call", r["ours_cpu_us"], r["floor_cpu_us"])
+    if "httpmetrics" in results:
+        for r in results["httpmetrics"]["rows"]:
+            if r["variant"] != "floor":
+                name = f"W3 HTTP {r['route']} in process"
+                row(name, f"µs/request, {r['variant']}"[:30], r["us_per_request"], r["floor_us"])
     if "sse" in results:
         r = results["sse"]
         name = f"W4 SSE {r['watchers']} w {r['rate']:g}/s"

@@ -28,7 +28,8 @@ class GatewayApp(FastAPI):
 
     front: Front
 
-    def serve_front(self, core: Core, http: metrics.HttpMetrics) -> None:
+    def serve_front(self, core: Core, http: metrics.Recorder | None) -> None:
+        """Put the front layer ahead; `http` records the HTTP series of what it answers."""
         self.front = Front(functools.partial(FastAPI.__call__, self), core, http)
 
     def serve_call(self, route: CallRoute) -> None:
@@ -64,7 +65,9 @@ def create_app(core: Core) -> GatewayApp:
     )
     errors.install(app)
     kubestatus.install(app)  # the Kubernetes view's errors are Status objects
-    app.serve_front(core, metrics.HttpMetrics(core.metrics.registry))
+    record = metrics.recorder(core.metrics.registry)
+    metrics.instrument(app, record)
+    app.serve_front(core, record)
     for route in pods.PodsRoutes(core).routes():
         app.serve_call(route)
     kube.KubeRoutes(core).declare(app, app.serve_call)

@@ -28,6 +28,7 @@ from time import perf_counter
 from typing import Any, NoReturn
 
 from fastapi.routing import APIRoute
+from prometheus_fastapi_instrumentator.metrics import Info
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -39,7 +40,7 @@ from pods_api.gateway import params
 from pods_api.gateway.admission import Call, admit, record_call, response_code
 from pods_api.gateway.errors import Code, error_response
 from pods_api.gateway.hosts import host_refusal
-from pods_api.gateway.httpmetrics import UNMATCHED, HttpMetrics, content_length
+from pods_api.gateway.httpmetrics import UNMATCHED, Recorder
 
 # (request, call, **path parameters) -> the response; raises StatusError for an error response.
 Endpoint = Callable[..., Awaitable[Response]]
@@ -105,10 +106,10 @@ def unreachable() -> NoReturn:
 class Front:
     """Serves the call routes itself and hands every other request to `app` (FastAPI)."""
 
-    def __init__(self, app: ASGIApp, core: Core, http: HttpMetrics) -> None:
+    def __init__(self, app: ASGIApp, core: Core, http: Recorder | None) -> None:
         self.app = app
         self.core = core
-        self.http = http
+        self.http = http  # None: a layer outside records the HTTP series
         self.routes: list[_Served] = []
 
     def add(self, route: CallRoute, declared: APIRoute, before: list[BaseRoute]) -> None:
@@ -137,7 +138,7 @@ class Front:
                 if match is not None:
                     await self._serve(scope, receive, send, started, served, match.groupdict())
                     return
-        await self._delegate(scope, receive, send, started)
+        await self._delegate(scope, receive, send)
 
     async def _serve(
         self,
@@ -187,12 +188,10 @@ class Front:
         call: Call | None,
         response: Response,
     ) -> None:
-        headers = response.raw_headers
-        code = response_code(response.status_code, headers)
-        # A stream's time is to its first byte, which it sends as it starts; its size is 0. Its
-        # `send` is not wrapped: every frame would pay for the wrapper.
-        streams = not hasattr(response, "body")
-        first_byte = perf_counter() if streams else None
+        code = response_code(response.status_code, response.raw_headers)
+        # A stream's time is to its first byte, which it sends as it starts. Its `send` is not
+        # wrapped: every frame would pay for the wrapper.
+        first_byte = perf_counter() if not hasattr(response, "body") else None
         try:
             await response(scope, receive, send)
         except asyncio.CancelledError:
@@ -201,40 +200,14 @@ class Front:
         finally:
             if call is not None:
                 record_call(self.core.metrics, call, code)
-            self.http.observe(
-                scope["method"],
-                handler,
-                response.status_code,
-                (first_byte or perf_counter()) - started,
-                content_length(scope["headers"]),
-                0 if streams else content_length(headers),
-            )
+            if self.http is not None:
+                seconds = (first_byte or perf_counter()) - started
+                method, status = scope["method"], str(response.status_code)
+                self.http(Info(Request(scope), response, method, handler, status, seconds, seconds))
 
-    async def _delegate(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
-        """FastAPI answers (no call); the status is read from what it sends."""
-        start: dict[str, Any] = {}
-        first_byte = 0.0
-
-        async def observe(message: Any) -> None:
-            nonlocal first_byte
-            if not start and message["type"] == "http.response.start":
-                start.update(message)
-                first_byte = perf_counter()
-            await send(message)
-
-        try:
-            await self.app(scope, receive, observe)
-        finally:
-            headers = start.get("headers", [])
-            route = scope.get("route")
-            self.http.observe(
-                scope["method"],
-                getattr(route, "path", UNMATCHED),
-                start.get("status", 500),
-                (first_byte or perf_counter()) - started,
-                content_length(scope["headers"]),
-                content_length(headers),
-            )
+    async def _delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """FastAPI answers: no call; its instrumentator middleware records the HTTP series."""
+        await self.app(scope, receive, send)
 
 
 def agree(route: CallRoute, declared: APIRoute, before: list[BaseRoute]) -> None:

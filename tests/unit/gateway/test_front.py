@@ -15,7 +15,6 @@ from starlette.routing import Match
 
 from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config
-from pods_api.gateway import httpmetrics
 from pods_api.gateway.admission import GET, Call, named
 from pods_api.gateway.app import GatewayApp, create_app
 from pods_api.gateway.front import CallRoute, RouteDisagreement, unreachable
@@ -31,7 +30,7 @@ def core() -> Iterator[Core]:
 
 def bare_app(core: Core) -> GatewayApp:
     app = GatewayApp()
-    app.serve_front(core, httpmetrics.HttpMetrics(core.metrics.registry))
+    app.serve_front(core, None)
     return app
 
 

@@ -19,11 +19,37 @@ from gatewayharness import (
     serving,
 )
 from gatewayjson import TYPE_META, canonical, deserialize
+from prometheus_client.parser import text_string_to_metric_families
 from repo import ROOT
 
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.gateway.errors import HTTP_STATUS, Code
 from pods_api.gateway.hosts import is_loopback_host
+
+# prometheus-fastapi-instrumentator's default buckets for its label-free histogram.
+LATENCY_HIGHR_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1,
+    1.5,
+    2,
+    2.5,
+    3,
+    3.5,
+    4,
+    4.5,
+    5,
+    7.5,
+    10,
+    30,
+    60,
+]
 
 # The `gateway` and `make_gateway` fixtures.
 
@@ -449,6 +475,33 @@ async def test_http_metrics_count_each_request_once_by_route_and_bounded_labels(
     assert count("http_request_duration_seconds_count", **labels) == 2
     assert count("http_response_size_bytes_count", handler="/v1/pods/{uid}") == 2
     assert count("kubelet_pod_requests_get_total", server_api_version="http", status_code="NotFound") == 1
+
+
+async def test_http_series_are_the_instrumentators_for_call_routes_and_the_rest(gateway: Gateway) -> None:
+    """The five series prometheus-fastapi-instrumentator makes, by its names, help, labels and
+    buckets, for a route the front layer answers and for one FastAPI answers."""
+    await gateway.client.get("/v1/pods/uid-a")
+    await gateway.client.get("/healthz")
+    text = (await gateway.client.get("/metrics")).text
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert (
+        families["http_requests"].documentation == "Total number of requests by method, status and handler."
+    )
+    for handler in ("/v1/pods/{uid}", "/healthz"):
+        for name, labels in (
+            ("http_requests_total", {"handler": handler, "method": "GET", "status": "200"}),
+            ("http_request_size_bytes_count", {"handler": handler}),
+            ("http_response_size_bytes_count", {"handler": handler}),
+            ("http_request_duration_seconds_count", {"handler": handler, "method": "GET"}),
+        ):
+            assert gateway.counter(name, **labels) == 1, (name, handler)
+    highr = families["http_request_duration_highr_seconds"]
+    bounds = [float(s.labels["le"]) for s in highr.samples if s.name.endswith("_bucket")]
+    assert bounds == [*LATENCY_HIGHR_BUCKETS, float("inf")]
+    assert all(set(s.labels) <= {"le"} for s in highr.samples)
+    lowr = families["http_request_duration_seconds"].samples
+    assert {float(s.labels["le"]) for s in lowr if s.name.endswith("_bucket")} == {0.1, 0.5, 1, float("inf")}
+    assert gateway.counter("http_request_duration_highr_seconds_count") == 3  # and the scrape
 
 
 # -- TCP: DNS-rebinding defence --------------------------------------------------------------
