@@ -29,7 +29,6 @@ if TYPE_CHECKING:
         Client,
         Contract,
         EventType,
-        Pod,
         WatchEvent,
     )
     from pods_api.client.defaults import KUBELET_SOCKET
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     )
     from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
     from pods_api.client.lookup_client import ContainerKind, Match, MatchedContainer
+    from pods_api.client.pod import Pod
 
 __all__ = [
     "KUBELET_SOCKET",
@@ -76,7 +76,8 @@ __all__ = [
 # that needs one module of the client does not load every other.
 _HOME = {
     "KUBELET_SOCKET": "defaults",
-    **dict.fromkeys(("MAX_RECEIVE_BYTES", "Client", "Contract", "EventType", "Pod", "WatchEvent"), "client"),
+    **dict.fromkeys(("MAX_RECEIVE_BYTES", "Client", "Contract", "EventType", "WatchEvent"), "client"),
+    "Pod": "pod",
     **dict.fromkeys(
         (
             "InvalidArgument",

@@ -15,18 +15,16 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from pods_api.client.defaults import KUBELET_SOCKET
 from pods_api.client.errors import from_rpc_error
 from pods_api.client.lookup_client import SERVICE as LOOKUP_SERVICE
 from pods_api.client.lookup_client import Match, lookup_request, matched_container
-from pods_api.core.api.codec import CodecError, pod_from_message
-from pods_api.core.api.pb import k8s_core_v1_pb2, pods_v1alpha1_pb2
+from pods_api.client.pod import Pod
+from pods_api.core.api.pb import pods_v1alpha1_pb2
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
@@ -61,52 +59,6 @@ class EventType(IntEnum):
     MODIFIED = 1
     DELETED = 2
     INITIAL_SYNC_COMPLETE = 3
-
-
-class Pod:
-    """One pod as the server sent it. `raw` is the exact bytes; equality compares them."""
-
-    __slots__ = ("_message", "raw")
-
-    def __init__(self, raw: bytes, message: k8s_core_v1_pb2.Pod | None = None) -> None:
-        self.raw = raw
-        self._message = message
-
-    @property
-    def message(self) -> k8s_core_v1_pb2.Pod:
-        """The decoded protobuf (parsed once, on first use; CodecError if the bytes are not a
-        v1.Pod). Treat it as read-only."""
-        if self._message is None:
-            try:
-                self._message = k8s_core_v1_pb2.Pod.FromString(self.raw)
-            except DecodeError as exc:
-                raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
-        return self._message
-
-    @property
-    def uid(self) -> str:
-        return self.message.metadata.uid
-
-    @property
-    def name(self) -> str:
-        return self.message.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.message.metadata.namespace
-
-    def json(self) -> dict[str, Any]:
-        """Kubernetes JSON, as `kubectl get -o json` prints it; a fresh dict on each call."""
-        return pod_from_message(self.message)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Pod) and other.raw == self.raw
-
-    def __hash__(self) -> int:
-        return hash(self.raw)
-
-    def __repr__(self) -> str:
-        return f"Pod({self.namespace}/{self.name}, uid={self.uid}, {len(self.raw)} bytes)"
 
 
 _EVENT_TYPES = frozenset(int(t) for t in EventType)

@@ -25,7 +25,8 @@ from pods_api.client.formats import FORMATS, Format
 from pods_api.core.argtypes import positive
 
 if TYPE_CHECKING:
-    from pods_api.client.client import Client, Pod
+    from pods_api.client.client import Client
+    from pods_api.client.pod import Pod
 
 # Each command loads what it uses when it runs (`check`, a probe run every few seconds, loads
 # neither the codec nor the protobuf stubs nor the renderers of `get`).

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType, TracebackType
 
-from pods_api.client.client import Client, EventType, Pod, WatchEvent
+from pods_api.client.client import Client, EventType, WatchEvent
 from pods_api.client.errors import (
     InvalidArgument,
     NotReady,
@@ -29,6 +29,7 @@ from pods_api.client.errors import (
     RateLimited,
     Unreachable,
 )
+from pods_api.client.pod import Pod
 from pods_api.core.api.codec import CodecError
 
 log = logging.getLogger(__name__)

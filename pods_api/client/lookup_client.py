@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
+from pods_api.client.pod import Pod
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 
-if TYPE_CHECKING:
-    from pods_api.client.client import Pod
 SERVICE = "/podsapi.v1.PodLookup/"
 
 

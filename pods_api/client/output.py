@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
-from pods_api.client.client import EventType, Pod, WatchEvent
+from pods_api.client.client import EventType, WatchEvent
 from pods_api.client.formats import Format
+from pods_api.client.pod import Pod
 from pods_api.core.api.printer import POD_COLUMNS, pod_row, pod_text_table
 
 # Go's encoding/json escapes these inside strings (HTML safety; U+2028/9 for JavaScript), and

@@ -1,4 +1,5 @@
-"""The import graph of the pods_api package: no cycles, and the gateway without gRPC's server."""
+"""The import graph of the pods_api package: no cycles (every import statement counts), and the
+gateway without gRPC's server."""
 
 from __future__ import annotations
 
@@ -23,28 +24,15 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _never_imported(node: ast.If) -> bool:
-    """`if TYPE_CHECKING:` never runs; `if __name__ == "__main__":` runs only in a module run as a
-    script, which is a module object of its own (`__main__`) and so closes no cycle."""
-    test = node.test
-    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__":
-        return any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package's modules this one imports when it runs: at the top or inside a function
-    (a lazy import hides a cycle, it does not remove it); not in blocks that never run on import."""
+    """The package's modules this one names in any import statement: at the top, inside a
+    function (a lazy import hides a cycle, it does not remove it), under `if TYPE_CHECKING:`
+    (the type checker and every tool that reads imports follow it) and under
+    `if __name__ == "__main__":` (the module's file names it, whatever runs)."""
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(), str(path))
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _never_imported(node)
-               for stmt in node.body for n in ast.walk(stmt)}  # fmt: skip
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -99,6 +87,19 @@ def test_the_walker_sees_lazy_imports_and_finds_cycles() -> None:
     assert "pods_api.core.assembly" in graph["pods_api.gateway.pods"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_walker_counts_every_kind_of_import(tmp_path: Path) -> None:
+    code = tmp_path / "m.py"
+    code.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import p.a\n"
+        "if TYPE_CHECKING:\n    from p import b\n"
+        "def f() -> None:\n    from . import c\n"
+        'if __name__ == "__main__":\n    from p.d import main\n'
+    )
+    modules = {name: tmp_path / "x.py" for name in ("p.a", "p.b", "p.c", "p.d", "p.e")} | {"p.m": code}
+    assert _imports("p.m", code, modules) == {"p.a", "p.b", "p.c", "p.d"}
 
 
 def test_the_package_imports_have_no_cycle() -> None:

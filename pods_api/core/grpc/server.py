@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -12,15 +13,23 @@ from grpc_health.v1._async import HealthServicer
 
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.assembly import Core
+from pods_api.core.config import Config
 from pods_api.core.grpc import lookup_service as lookup
 from pods_api.core.grpc import reflection
 from pods_api.core.grpc.interceptors import PodsInterceptor
 from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, PodsService
-from pods_api.core.policy import connections as limits
 from pods_api.core.policy.calls import Calls
+from pods_api.core.policy.connections import MAX_CONNECTIONS_CEILING
 from pods_api.core.store.cache import PodCache
 
+# Server keepalive pings find peers that vanished without a FIN (a frozen VM, a killed
+# container's network namespace) on connections that hold a watch.
+KEEPALIVE_TIME = 60.0
+KEEPALIVE_TIMEOUT = 20.0
+# A connection is sent GOAWAY after this long, so none lives for ever; its open streams (watches)
+# go on (the grace is unlimited, as in grpc-go), only new calls move to a new connection.
+MAX_CONNECTION_AGE = 3600.0
 # What health and reflection name: every service of the API.
 SERVICES = (*(c.value for c in Contract), lookup.SERVICE)
 
@@ -59,12 +68,27 @@ def _check_table(calls: Calls, service: str, methods: Iterable[str]) -> None:
         raise KeyError(f"not in the call table: {', '.join(missing)}")
 
 
+def grpc_options(config: Config) -> list[tuple[str, Any]]:
+    """grpc core channel arguments for the server: the connection rules of
+    core/policy/connections.py, as grpc core takes them."""
+    ms = 1000
+    max_connections = config.max_connections or MAX_CONNECTIONS_CEILING
+    return [
+        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.server_handshake_timeout_ms", int(config.header_timeout * ms)),
+        ("grpc.max_connection_idle_ms", int(config.idle_timeout * ms)),
+        ("grpc.max_connection_age_ms", int(MAX_CONNECTION_AGE * ms)),
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME * ms)),
+        ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT * ms)),
+    ]
+
+
 def create_server(core: Core) -> grpc.aio.Server:
     """The Pods services (both contracts), PodLookup, health and reflection; the caller adds a
     port."""
     cache = core.cache
     interceptors = [PodsInterceptor(core)]
-    server = grpc.aio.server(interceptors=interceptors, options=limits.grpc_options(core.config))
+    server = grpc.aio.server(interceptors=interceptors, options=grpc_options(core.config))
     service = PodsService(cache, core.streams, core.config.send_timeout)
     extension = lookup.handlers(lookup.LookupService(cache, core.streams, core.config.send_timeout))
     _check_table(core.calls, lookup.SERVICE, lookup.METHODS)

@@ -16,12 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pods_api.core.policy.throttled_log import ThrottledLog
 
-if TYPE_CHECKING:
-    from pods_api.core.config import Config
 log = logging.getLogger(__name__)
 
 # A request head takes one round trip on a node-local socket; 10 s is ages for any client and
@@ -40,13 +38,6 @@ RESERVED_DESCRIPTORS = 128
 # However high the descriptor limit: past this many connections per surface a node agent is
 # leaking them, and each costs memory as well.
 MAX_CONNECTIONS_CEILING = 4096
-# Server keepalive pings find peers that vanished without a FIN (a frozen VM, a killed
-# container's network namespace) on connections that hold a watch.
-KEEPALIVE_TIME = 60.0
-KEEPALIVE_TIMEOUT = 20.0
-# A connection is sent GOAWAY after this long, so none lives for ever; its open streams (watches)
-# go on (the grace is unlimited, as in grpc-go), only new calls move to a new connection.
-MAX_CONNECTION_AGE = 3600.0
 # When the soft limit cannot be told from the hard one (RLIM_INFINITY), ask for this many.
 NOFILE_WANTED = 1 << 20
 
@@ -69,20 +60,6 @@ def default_max_connections(descriptors: int) -> int:
     """Per surface (gRPC; HTTP on all its listeners), so that both full still leave
     RESERVED_DESCRIPTORS for everything else."""
     return max(1, min(MAX_CONNECTIONS_CEILING, (descriptors - RESERVED_DESCRIPTORS) // 2))
-
-
-def grpc_options(config: Config) -> list[tuple[str, Any]]:
-    """grpc core channel arguments for the server."""
-    ms = 1000
-    max_connections = config.max_connections or MAX_CONNECTIONS_CEILING
-    return [
-        ("grpc.max_allowed_incoming_connections", max_connections),
-        ("grpc.server_handshake_timeout_ms", int(config.header_timeout * ms)),
-        ("grpc.max_connection_idle_ms", int(config.idle_timeout * ms)),
-        ("grpc.max_connection_age_ms", int(MAX_CONNECTION_AGE * ms)),
-        ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME * ms)),
-        ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT * ms)),
-    ]
 
 
 _ACCEPT_LOG = ThrottledLog(log)
