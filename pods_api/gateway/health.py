@@ -1,4 +1,4 @@
-"""Probes: `/healthz` (the process answers) and `/readyz` (every pod source has synced)."""
+"""Probes: `/healthz` and `/livez` (the process answers) and `/readyz` (every pod source has synced)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,16 @@ def router(core: Core) -> APIRouter:
         responses=openapi.probe_responses(ready=False),
     )
     async def healthz() -> Response:
+        return PlainTextResponse("ok\n")
+
+    @probes.get(
+        "/livez",
+        operation_id="Livez",
+        summary="The process is alive (the API server's name for /healthz)",
+        response_class=PlainTextResponse,
+        responses=openapi.probe_responses(ready=False),
+    )
+    async def livez() -> Response:
         return PlainTextResponse("ok\n")
 
     @probes.get(

@@ -401,3 +401,78 @@ def test_reflector_follows_changes_bookmarks_and_relists_after_410(node: Node, t
             ]["status"]["phase"]
             == "Succeeded"
         )
+
+
+# -- kubectl beyond get: explain, describe, auth, what is not served --------------------------
+
+
+def test_kubectl_explain_reads_the_pod_schema(node: Node) -> None:
+    pods = node.kubectl("explain", "pods").stdout
+    assert pods.startswith("KIND:       Pod\nVERSION:    v1\n")
+    fields = re.findall(r"^  (\w+)\t<([^>]+)>", pods, re.MULTILINE)
+    assert fields == [
+        ("apiVersion", "string"),
+        ("kind", "string"),
+        ("metadata", "ObjectMeta"),
+        ("spec", "PodSpec"),
+        ("status", "PodStatus"),
+    ]
+    containers = node.kubectl("explain", "pods.spec.containers").stdout
+    assert "FIELD: containers <[]Container>" in containers
+    container_fields = dict(re.findall(r"^  (\w+)\t<([^>]+)>", containers, re.MULTILINE))
+    assert container_fields["livenessProbe"] == "Probe"
+    assert container_fields["ports"] == "[]ContainerPort"
+    assert container_fields["env"] == "[]EnvVar"
+    timeout = node.kubectl("explain", "pods.spec.containers.readinessProbe.timeoutSeconds").stdout
+    assert "FIELD: timeoutSeconds <integer>" in timeout
+    missing = node.kubectl("explain", "pods.spec.nope", check=False)
+    assert missing.returncode == 1 and 'field "nope" does not exist' in missing.stderr
+
+
+def test_kubectl_describe_prints_the_served_probe_and_events(node: Node) -> None:
+    described = node.kubectl("describe", "pod", WEB, "-n", "shop").stdout
+    # The example is what a real node serves: the API server's defaults written out.
+    assert (
+        "Readiness:    http-get http://:http/healthz delay=0s timeout=1s period=5s "
+        "successThreshold=1 failureThreshold=3" in described
+    )
+    assert described.rstrip().endswith("Events:                       <none>")
+    # The events list kubectl asked for was answered (an empty EventList), not a hidden 404.
+    events = httpx.get(
+        f"{node.url}/api/v1/namespaces/shop/events", params={"fieldSelector": f"involvedObject.name={WEB}"}
+    )
+    assert events.status_code == 200
+    assert (events.json()["kind"], events.json()["items"]) == ("EventList", [])
+
+
+def test_kubectl_auth_can_i_and_whoami(node: Node) -> None:
+    for verb in ("get", "list", "watch"):
+        assert node.kubectl("auth", "can-i", verb, "pods").stdout == "yes\n"
+    assert node.kubectl("auth", "can-i", "list", "pods", "-n", "shop").stdout == "yes\n"
+    for args in (("delete", "pods"), ("get", "secrets"), ("get", "pods", "--subresource=log")):
+        refused = node.kubectl("auth", "can-i", *args, check=False)
+        assert refused.returncode == 1, args
+        assert refused.stdout.startswith("no - pods-api serves only get, list and watch on pods"), args
+    assert node.kubectl("auth", "can-i", "get", "/readyz").stdout == "yes\n"
+    rules = node.kubectl("auth", "can-i", "--list").stdout.splitlines()
+    assert columns(rules[1]) == ["pods", "[]", "[]", "[get", "list", "watch]"]
+    whoami = node.kubectl("auth", "whoami").stdout.splitlines()
+    assert [columns(line) for line in whoami] == [
+        ["ATTRIBUTE", "VALUE"],
+        ["Username", "system:anonymous"],
+        ["Groups", "[system:unauthenticated]"],
+    ]
+
+
+def test_kubectl_logs_and_exec_say_what_serves_them(node: Node) -> None:
+    logs = node.kubectl("logs", WEB, "-n", "shop", check=False)
+    assert logs.returncode == 1
+    assert logs.stderr == (
+        "Error from server (NotFound): pods-api serves this node's pods read-only and does not serve "
+        f"pods/log (pod '{WEB}'): use the cluster's API server (kubectl with its kubeconfig) or the "
+        "node's runtime (`crictl logs`)\n"
+    )
+    shell = node.kubectl("exec", WEB, "-n", "shop", "--", "true", check=False)
+    assert shell.returncode == 1
+    assert "does not serve pods/exec" in shell.stderr and "crictl exec" in shell.stderr
+    assert httpx.get(f"{node.url}/livez").text == "ok\n"

@@ -5,6 +5,9 @@ author already has (kubectl, client-go informers, the `kubernetes` Python client
     GET /api/v1/pods                          PodList, or ?watch=1
     GET /api/v1/namespaces/{ns}/pods          the same, in one namespace
     GET /api/v1/namespaces/{ns}/pods/{name}   one Pod (the cache's namespace/name index)
+    GET /api/v1[/namespaces/{ns}]/events      an empty EventList, for `kubectl describe`
+    GET /openapi/v3[/api/v1]                  the OpenAPI v3 documents (gateway/kube/openapiv3.py)
+    POST the self-reviews                     `kubectl auth can-i|whoami` (gateway/kube/reviews.py)
 
 List, Get and Watch are the call table's ListPods, GetPod and WatchPods: the same rate limit,
 readiness and metrics as every other surface; their errors are Kubernetes Status objects
@@ -40,7 +43,7 @@ from pods_api.gateway.admission import GET, LIST, WATCH, Call, named
 from pods_api.gateway.front import CallRoute, Surface, unreachable
 from pods_api.gateway.kube import errors as kubeerrors
 from pods_api.gateway.kube import objects as kubeobjects
-from pods_api.gateway.kube import params, watching
+from pods_api.gateway.kube import openapiv3, params, reviews, watching
 from pods_api.gateway.kube.apidoc import DISCOVERY_RESPONSES, GET_RESPONSES, LIST_PARAMETERS, LIST_RESPONSES
 from pods_api.gateway.kube.errors import KubeError, from_status, not_found
 from pods_api.gateway.kube.lists import Lists
@@ -112,6 +115,17 @@ class KubeRoutes:
         for call in self.calls():
             serve_call(call)
         route("/api/v1/namespaces/{namespace}", self.namespace, include_in_schema=False)
+        route("/api/v1/events", self.events, include_in_schema=False)
+        route("/api/v1/namespaces/{namespace}/events", self.events, include_in_schema=False)
+        route("/openapi/v3", openapiv3.root, include_in_schema=False)
+        route("/openapi/v3/{path:path}", openapiv3.group_version, include_in_schema=False)
+        reviews_at = {
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews": reviews.access_review,
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews": reviews.rules_review,
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews": reviews.self_review,
+        }
+        for path, review in reviews_at.items():
+            route(path, review, methods=["POST"], include_in_schema=False)
         for prefix in ("/apis", "/api"):
             route(f"{prefix}/{{rest:path}}", elsewhere, methods=_EVERY_METHOD, include_in_schema=False)
 
@@ -213,6 +227,19 @@ class KubeRoutes:
             )
         return Response(orjson.dumps(kubeobjects.namespace(namespace)), media_type=formats.JSON)
 
+    async def events(self) -> Response:
+        """`kubectl describe pod` lists the pod's events: this server records none (the
+        kubelet sends its own to the API server), so the list is empty, at the cache's
+        revision. Not in discovery: `kubectl get events` still says there are none to get."""
+        revision = self.core.cache.snapshot().revision
+        body = {
+            "kind": "EventList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(revision)},
+            "items": [],
+        }
+        return Response(orjson.dumps(body), media_type=formats.JSON)
+
 
 # The declarations take no typed parameters: the query is read as the API server reads it
 # (gateway/kube/params.py) and documented by LIST_PARAMETERS.
@@ -244,12 +271,34 @@ async def elsewhere(request: Request, rest: str) -> Response:
 
 
 def unsupported(request: Request) -> KubeError:
-    """A write to the pods is 405, as for a resource without those verbs; any other path
-    (other resources, subresources such as log, exec, status) is 404, as the API server says."""
+    """A write to the pods is 405, as for a resource without those verbs; a pod's subresource
+    is 404 saying what serves it instead; any other path (other resources) is 404, as the API
+    server says."""
     parts = str(request.scope.get("path", "")).strip("/").split("/")
     pods_path = parts[:3] == ["api", "v1", "pods"] and len(parts) == 3
     namespaced = len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods"
+    if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
+        return subresource(parts[6], parts[5])
     if request.method != "GET" and (pods_path or namespaced):
         message = "the server does not allow this method on the requested resource"
         return KubeError(405, "MethodNotAllowed", message)
     return KubeError(404, "NotFound", "the server could not find the requested resource")
+
+
+# What a user asking a pod's subresource of this server can use instead.
+_INSTEAD = {
+    "log": "the node's runtime (`crictl logs`)",
+    "exec": "the node's runtime (`crictl exec`)",
+    "attach": "the node's runtime (`crictl attach`)",
+    "portforward": "the node's runtime (`crictl port-forward`)",
+}
+
+
+def subresource(name: str, pod: str) -> KubeError:
+    """kubectl logs, exec, attach, port-forward: not served here, and said so plainly."""
+    instead = _INSTEAD.get(name, "the cluster's API server")
+    message = (
+        f"pods-api serves this node's pods read-only and does not serve pods/{name} (pod {pod!r}): "
+        f"use the cluster's API server (kubectl with its kubeconfig) or {instead}"
+    )
+    return KubeError(404, "NotFound", message, details={"name": pod, "kind": f"pods/{name}"})
