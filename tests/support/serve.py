@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import queue
@@ -15,10 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 # A safety net, not a synchronisation: every wait below ends on an event long before this.
 TIMEOUT = 20.0
+# Starting is the one wait that a loaded machine stretches most (a Python process importing
+# grpc, FastAPI and the sources on a CPU shared with other test runs): more room there.
+START_TIMEOUT = 60.0
 SERVING_LINE = "serving the Pods API on"
 # The console script `pip install` made, next to this interpreter.
 PODS_API = shutil.which("pods-api") or str(Path(sys.executable).parent / "pods-api")
@@ -50,7 +55,12 @@ class Served:
             if text in line:
                 return line
         while True:
-            line = self._queue.get(timeout=timeout)
+            try:
+                line = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(
+                    f"no line with {text!r} from pods-api in {timeout} s:\n" + "".join(self.lines)
+                ) from None
             if line is None:
                 raise AssertionError(f"pods-api exited waiting for {text!r}:\n" + "".join(self.lines))
             if text in line:
@@ -74,6 +84,7 @@ class Served:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        _RUNNING.pop(self.proc.pid, None)
         if self._reader is not None:
             self._reader.join(TIMEOUT)
         if self.proc.stderr is not None:
@@ -87,10 +98,21 @@ class Served:
         self._queue.put(None)
 
 
+# Every server started and not yet closed, by pid: what close_all() stops.
+_RUNNING: dict[int, Served] = {}
+
+
 def start(
-    run_dir: Path, *args: str, wait: str | None = SERVING_LINE, prefix: tuple[str, ...] = (), umask: int = -1
+    run_dir: Path,
+    *args: str,
+    wait: str | None = SERVING_LINE,
+    prefix: tuple[str, ...] = (),
+    umask: int = -1,
+    timeout: float = START_TIMEOUT,
 ) -> Served:
-    """`prefix` runs the command under another (prlimit, setpriv); `umask` sets the process's."""
+    """`prefix` runs the command under another (prlimit, setpriv); `umask` sets the process's.
+    A start that fails (the line never comes, the process exits first) kills the process before
+    it raises; the caller closes a started one (`serving` does)."""
     cmd = [*prefix, PODS_API, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
     proc = subprocess.Popen(
         cmd,
@@ -100,11 +122,15 @@ def start(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         umask=umask,
     )
-    served = Served(proc, run_dir)
-    served._reader = threading.Thread(target=served._pump, daemon=True)
-    served._reader.start()
-    if wait is not None:
-        served.wait_for_line(wait)
+    served = _RUNNING[proc.pid] = Served(proc, run_dir)
+    try:
+        served._reader = threading.Thread(target=served._pump, daemon=True)
+        served._reader.start()
+        if wait is not None:
+            served.wait_for_line(wait, timeout)
+    except BaseException:
+        served.close()
+        raise
     return served
 
 
@@ -119,3 +145,24 @@ def serving(
         yield served
     finally:
         served.close()
+
+
+def close_all() -> list[Served]:
+    """Kill every server still running (a test that lost its handle, an interrupted run);
+    returns those it had to kill."""
+    left = list(_RUNNING.values())
+    for served in left:
+        served.close()
+    return left
+
+
+# An interrupted session (Ctrl-C, an internal error) still ends the interpreter normally.
+atexit.register(close_all)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_server_outlives_the_session() -> Iterator[None]:
+    """Servers are closed by whoever started them (module fixtures keep theirs for a module);
+    whatever is left when the session ends is killed here."""
+    yield
+    close_all()
