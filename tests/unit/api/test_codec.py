@@ -209,8 +209,10 @@ def _shaped_like_a_pod(field_paths: list[list[str]], values: list[Any]) -> dict[
             f = ms.by_json[name][-1]
             assert f.message is not None
             if f.repeated:
+                # An earlier path may have set this list to a value of its own, even an empty one.
                 items = at.setdefault(name, [{}])
-                at = items[0] if isinstance(items, list) and isinstance(items[0], dict) else {}
+                first = items[0] if isinstance(items, list) and items else None
+                at = first if isinstance(first, dict) else {}
             else:
                 nxt = at.setdefault(name, {})
                 at = nxt if isinstance(nxt, dict) else {}
@@ -227,6 +229,8 @@ def _shaped_like_a_pod(field_paths: list[list[str]], values: list[Any]) -> dict[
 @example([["metadata", "managedFields", "fieldsV1"]], [{1: "x"}])  # YAML's non-string keys
 @example([["metadata", "name"]], ["\ud800"])  # YAML's "\ud800" escape: not UTF-8
 @example([["spec", "containers", "resources"]], [{"limits": {"cpu": float("nan")}}])
+# A list set empty by one path, then walked into by the next.
+@example([["metadata"], ["spec", "initContainers"], ["spec", "initContainers", "args"]], [None, [], None])
 def test_any_input_is_a_pod_or_a_codec_error(paths: list[list[str]], values: list[Any]) -> None:
     """Nothing a manifest can hold gets past the codec as anything but a CodecError (a crash
     here would take a pod source down with it)."""
