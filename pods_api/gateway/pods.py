@@ -27,6 +27,7 @@ from pods_api.core.query.view import View, parse_view
 from pods_api.gateway import formats, openapi, params
 from pods_api.gateway.admission import GET, LIST, LOOKUP, WATCH, Call, named
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
+from pods_api.gateway.body import SharedBody
 from pods_api.gateway.front import CallRoute, unreachable
 from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
 
@@ -211,7 +212,7 @@ class PodsRoutes:
         if call.name == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)
             return Response(lookup_body(core.cache.revision, hits, view, fmt), media_type=fmt.media_type)
-        return Response(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
+        return SharedBody(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
 
     def _watch(self, request: Request, call: Call, view: View) -> Response:
         query, core = request.query_params, self.core

@@ -18,6 +18,7 @@ from pods_api.core.query.view import View
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway import formats
+from pods_api.gateway.body import SharedBody
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube import params
 from pods_api.gateway.kube.errors import bad_request, expired, too_large
@@ -50,7 +51,7 @@ class Lists:
             body = kubeobjects.table(rows, snapshot.revision, include, continue_=token, remaining=remaining)
             return Response(body, media_type=formats.JSON)
         if media == formats.JSON and not params.flag(request, "pretty"):
-            return Response(
+            return SharedBody(
                 self._json(snapshot, view, start, limit, chosen, token, remaining), media_type=formats.JSON
             )
         listed = kubeobjects.list_object(snapshot.revision, chosen, token, remaining)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import socket
 from typing import Any
@@ -17,6 +18,7 @@ from gatewayharness import (
     GatewayFactory,
     make_pod,
     serving,
+    unix_client,
 )
 from gatewayjson import TYPE_META, canonical, deserialize
 from prometheus_client.parser import text_string_to_metric_families
@@ -582,3 +584,36 @@ def test_every_handler_and_dependency_runs_on_the_event_loop() -> None:
             assert inspect.iscoroutinefunction(call), call.__qualname__
             seen += 1
     assert seen >= 10
+
+
+# A node of 5,000 pods of ~9 KiB: each unmasked List is ~45 MB, past the 16 MiB every node of
+# 1,000 pods fits in.
+BIG_NODE = 5000
+CONCURRENT_LISTS = 8
+
+
+def big_pod(i: int) -> dict[str, Any]:
+    pod = make_pod(f"p-{i:04d}", f"uid-{i:04d}")
+    pod["metadata"]["annotations"] = {"filler": "x" * 8192}
+    return pod
+
+
+@pytest.mark.parametrize("path", ["/v1/pods", "/api/v1/pods"])
+async def test_concurrent_full_lists_of_a_big_node_each_get_the_whole_body(
+    make_gateway: GatewayFactory, path: str
+) -> None:
+    """Eight callers of a 45 MB List at once: every one gets the whole body, the same bytes,
+    assembled once for the revision and sent to each in slices (a connection used to come back
+    closed mid-body while each call held its own copies)."""
+    async with make_gateway(pods=[big_pod(i) for i in range(BIG_NODE)]) as gw:
+
+        async def full_list() -> bytes:
+            async with unix_client(gw.path) as client:
+                response = await client.get(path)
+                assert response.status_code == 200
+                assert len(response.content) == int(response.headers["content-length"])
+                return response.content
+
+        bodies = await asyncio.gather(*(full_list() for _ in range(CONCURRENT_LISTS)))
+        assert len(set(bodies)) == 1 and len(bodies[0]) > 40_000_000
+        assert len(orjson.loads(bodies[0])["items"]) == BIG_NODE

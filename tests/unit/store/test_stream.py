@@ -135,6 +135,7 @@ async def test_a_start_too_large_to_keep_is_shared_while_sent_then_let_go(
     """Watches starting together from one snapshot send one start object, even when it is too
     large for the snapshot to keep; once they have sent it, nothing holds it."""
     monkeypatch.setattr(snapshot_module, "MEMO_BYTES", 16)
+    monkeypatch.setattr(snapshot_module, "POD_BYTES_FACTOR", 0)
     cache, streams, _ = setup()
     cache.source("a").replace([pod("2"), pod("1")])
     snapshot = cache.snapshot()
