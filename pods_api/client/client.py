@@ -37,11 +37,17 @@ MAX_RECEIVE_BYTES = 256 * 1024 * 1024
 CALL_TIMEOUT = 30.0
 # The socket is local, so reconnecting costs one syscall: grpc's default backoff (1 s growing to
 # 120 s) would only keep a restarted server's clients away. Callers' own retry loops set the pace.
+# Despite its name, grpc.min_reconnect_backoff_ms is not part of that backoff: gRPC core gives
+# each connection attempt until max(now + the backoff, now + this) to receive the server's
+# SETTINGS frame (subchannel.cc, StartConnectingLocked). At 100 ms, a healthy server on a busy
+# machine that answered a new connection later than that failed the call with "timed out before
+# receiving SETTINGS frame". gRPC's default, 20 s, and the call's own timeout bounds the wait.
+CONNECT_TIMEOUT_MS = 20_000
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
 ]
 
 

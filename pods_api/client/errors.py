@@ -19,7 +19,9 @@ A permission failure is never "no pods": gRPC reports a socket it may not open a
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import stat
 
 import grpc
 
@@ -83,6 +85,13 @@ def from_rpc_error(socket_path: str, error: grpc.aio.AioRpcError) -> PodsAPIErro
     return kind(socket_path, details, code)
 
 
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return True  # gone since the connect: say what the connect said
+
+
 def diagnose(socket_path: str, details: str) -> PodsAPIError:
     """Why gRPC found nobody there, asked of the kernel with one plain connect()."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -98,6 +107,8 @@ def diagnose(socket_path: str, details: str) -> PodsAPIError:
             socket_path, "no such socket (is the server running?)", grpc.StatusCode.UNAVAILABLE
         )
     except ConnectionRefusedError:
+        if not _is_socket(socket_path):  # a directory or a plain file refuses as well
+            return Unreachable(socket_path, "not a socket", grpc.StatusCode.UNAVAILABLE)
         return Unreachable(
             socket_path, "connection refused: nothing listens there", grpc.StatusCode.UNAVAILABLE
         )

@@ -4,13 +4,14 @@ exact bytes, and a typed error for each way a call can fail."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
@@ -132,6 +133,11 @@ async def test_unreachable_says_why(tmp_path: Path) -> None:
     async with Client(stale) as client:
         with pytest.raises(Unreachable, match="connection refused"):
             await client.list()
+    for not_a_socket in (tmp_path, tmp_path / "plain-file"):  # `--socket DIR`, as `check` says it
+        not_a_socket.touch()
+        async with Client(not_a_socket) as client:
+            with pytest.raises(Unreachable, match="not a socket$"):
+                await client.list()
 
 
 # Run as root without the capabilities that bypass file permissions: the socket's mode then
@@ -193,3 +199,73 @@ async def test_large_list_fits_where_grpcs_default_does_not(tmp_path: Path) -> N
         with grpc.insecure_channel(served.target) as channel, pytest.raises(grpc.RpcError) as info:
             channel.unary_unary("/v1alpha1.Pods/ListPods")(b"", timeout=TIMEOUT)
         assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+# What the busy machine did to the server's first bytes: held them this long. Well over the
+# ~100 ms connect deadline gRPC derived from `grpc.min_reconnect_backoff_ms=100`, and well under
+# any call's timeout.
+SLOW_HANDSHAKE = 0.5
+
+
+@contextlib.asynccontextmanager
+async def slow_to_answer(target: str, path: Path) -> AsyncIterator[Path]:
+    """A UNIX socket in front of the server's that holds the server's first bytes (its HTTP/2
+    SETTINGS frame) for SLOW_HANDSHAKE seconds, then forwards both ways unchanged: a healthy
+    server on a machine too busy to answer a new connection at once."""
+
+    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+        first = True
+        try:
+            while chunk := await reader.read(65536):
+                if first and delay:
+                    await asyncio.sleep(delay)  # the condition under test, not a synchronisation
+                first = False
+                writer.write(chunk)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def accept(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_unix_connection(target)
+        await asyncio.gather(
+            pump(client_reader, server_writer, 0), pump(server_reader, client_writer, SLOW_HANDSHAKE)
+        )
+
+    proxy = await asyncio.start_unix_server(accept, path=str(path))
+    try:
+        yield path
+    finally:
+        proxy.close()
+
+
+async def test_a_handshake_slower_than_the_reconnect_backoff_still_connects(
+    server: Served, tmp_path: Path
+) -> None:
+    """gRPC gives a connection attempt max(the reconnect backoff, grpc.min_reconnect_backoff_ms)
+    to receive the server's SETTINGS frame; the client's fast reconnect backoff must not make
+    that deadline the backoff's 100 ms, or a healthy server slow to answer fails the call
+    ("failed to connect to all addresses ... timed out before receiving SETTINGS frame")."""
+    proxy = slow_to_answer(str(server.socket), tmp_path / "slow.sock")
+    async with proxy as slow, Client(slow, timeout=TIMEOUT) as client:
+        assert [p.raw for p in await client.list()] == wire_pods(server)
+
+
+async def test_the_cli_through_a_slow_handshake_exits_0(server: Served, tmp_path: Path) -> None:
+    """The same through `pods-api get pods` (the DaemonSet's probes use the same client)."""
+    async with slow_to_answer(str(server.socket), tmp_path / "slow.sock") as slow:
+        proc = await asyncio.create_subprocess_exec(
+            "pods-api",
+            "get",
+            "pods",
+            "--socket",
+            str(slow),
+            "-o",
+            "name",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT * 2)
+    assert (proc.returncode, err.decode()) == (0, "")
+    assert len(out.decode().splitlines()) == len(wire_pods(server))
