@@ -95,6 +95,11 @@ class JoinedWrites:
 
     def abort(self) -> None:
         self._held, self._size = [], 0
+        # Closing with nothing left to write, the connection ends by itself: nothing to abort.
+        # (asyncio's transport, closed with bytes still buffered, lets go of its loop once they
+        # are written, and its abort() then fails on the None loop.)
+        if self.transport.is_closing() and not self.transport.get_write_buffer_size():
+            return
         self.transport.abort()
 
     def __getattr__(self, name: str) -> Any:

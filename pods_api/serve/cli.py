@@ -7,6 +7,7 @@ import asyncio
 import functools
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -277,12 +278,33 @@ class _JSONFormatter(logging.Formatter):
         return orjson.dumps(entry).decode()
 
 
+# What a text log line shows escaped: C0 and C1 controls (a newline in a file name forged a
+# whole log line of its own) and Unicode's line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character written as Python writes it in a string (`\\n`,
+    `\\x1b`), so that whatever a message quotes from outside (names, paths, URLs, masks)
+    stays on its line and cannot move the terminal's cursor."""
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
+
+
+class _EscapingFormatter(logging.Formatter):
+    """Text lines whose message cannot hold a line break or a terminal control; a traceback
+    (exc_info) keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+
 def _setup_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        handler.setFormatter(_JSONFormatter())
+        handler.setFormatter(_JSONFormatter())  # JSON escapes control characters itself
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     # httpx logs every request's full URL at INFO (a token may be in its query); watchfiles
     # logs every change batch. Our sources log what matters about both.

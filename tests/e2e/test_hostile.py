@@ -571,6 +571,64 @@ def test_healthz_answers_while_pathological_selectors_are_in_flight(tmp_path: Pa
                 sock.close()
 
 
+def test_a_file_name_with_a_newline_cannot_forge_a_log_line(tmp_path: Path, fixtures: Path) -> None:
+    (fixtures / "bad\nERROR pods_api.fake: INJECTED\x1b[2J.yaml").write_text("kind: [unclosed\n")
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        line = served.wait_for_line("INJECTED")
+    assert "bad\\nERROR pods_api.fake: INJECTED\\x1b[2J.yaml" in line, line
+    assert not any(other.startswith("ERROR pods_api.fake") for other in served.lines)
+    assert "\x1b" not in "".join(served.lines)
+
+
+def test_a_long_invalid_mask_is_invalid_argument_within_a_default_clients_metadata_limit(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """The message echoed the mask three times: 12 KB of grpc-message, which a default client's
+    8 KiB soft limit refused as RESOURCE_EXHAUSTED."""
+    mask = "metadata." + "x" * 4000
+    with (
+        serving(tmp_path / "run", "--fixtures", str(fixtures)) as served,
+        grpc.insecure_channel(served.target) as channel,
+        pytest.raises(grpc.RpcError) as err,
+    ):
+        pods_v1alpha1_pb2_grpc.PodsStub(channel).ListPods(
+            pods_v1alpha1_pb2.ListPodsRequest(), metadata=[("x-kubernetes-fieldmask", mask)], timeout=TIMEOUT
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "(4009 characters)" in err.value.details() and len(err.value.details()) < 1000
+
+
+def _grpc_over_curl(served: Served, path: str, *headers: bytes) -> subprocess.CompletedProcess[bytes]:
+    """One gRPC call with empty request bytes, as curl sends it: it sends header bytes a gRPC
+    client library refuses to (metadata that is not UTF-8)."""
+    command = [
+        "curl",
+        "-s",
+        "-o",
+        "/dev/null",
+        "--http2-prior-knowledge",
+        "--unix-socket",
+        str(served.socket),
+    ]
+    command += ["-H", "content-type: application/grpc", "-H", "te: trailers"]
+    for header in headers:
+        command += ["-H", header]
+    command += ["--data-binary", "@-", f"http://localhost{path}"]
+    return subprocess.run(command, input=b"\x00\x00\x00\x00\x00", capture_output=True, timeout=TIMEOUT)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl to send metadata that is not UTF-8")
+def test_mask_metadata_that_is_not_utf8_is_one_throttled_line(tmp_path: Path, fixtures: Path) -> None:
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        for _ in range(5):
+            _grpc_over_curl(served, "/v1alpha1.Pods/ListPods", b"x-kubernetes-fieldmask: metadata.\xff\xfe")
+        served.wait_for_line("metadata that is not UTF-8")
+        assert list_pods(served) == len(UIDS)
+        served.stop()
+    assert_no_traceback(served)
+    assert sum("not UTF-8" in line for line in served.lines) == 1, "".join(served.lines)
+
+
 def test_an_http2_preface_on_the_http_socket_does_not_echo_the_socket_path(
     tmp_path: Path, fixtures: Path
 ) -> None:

@@ -14,8 +14,8 @@ from grpc_health.v1._async import HealthServicer
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.assembly import Core
 from pods_api.core.config import Config
+from pods_api.core.grpc import corelog, reflection
 from pods_api.core.grpc import lookup_service as lookup
-from pods_api.core.grpc import reflection
 from pods_api.core.grpc.interceptors import PodsInterceptor
 from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, PodsService
@@ -86,6 +86,7 @@ def grpc_options(config: Config) -> list[tuple[str, Any]]:
 def create_server(core: Core) -> grpc.aio.Server:
     """The Pods services (both contracts), PodLookup, health and reflection; the caller adds a
     port."""
+    corelog.install()
     cache = core.cache
     interceptors = [PodsInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors, options=grpc_options(core.config))

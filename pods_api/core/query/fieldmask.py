@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.schema import Field, MessageSchema, pod_schema
-from pods_api.core.api.status import InvalidArgument
+from pods_api.core.api.status import ECHO_LIMIT, InvalidArgument, quote
 
 # A mask travels in one gRPC metadata value (grpc's default limit for all metadata is 8 KiB);
 # selecting Pod fields never needs more than a few hundred characters.
@@ -81,7 +81,9 @@ def parse_mask(text: str | None) -> FieldMask | None:
     elements = [p.strip() for p in text.split(",")]
     for i, element in enumerate(elements):
         if not element:
-            raise FieldMaskError(f"invalid field mask {text!r}: path {i + 1} of {len(elements)} is empty")
+            raise FieldMaskError(
+                f"invalid field mask {quote(text)}: path {i + 1} of {len(elements)} is empty"
+            )
     paths = sorted(set(elements))
     if len(paths) > MAX_PATHS:
         raise FieldMaskError(f"field mask has {len(paths)} paths; the limit is {MAX_PATHS}")
@@ -103,7 +105,7 @@ def _add_path(root: _Node, path: str) -> None:
     for depth, name in enumerate(names):
         here = ".".join(names[: depth + 1])
         if not name:
-            raise FieldMaskError(f'invalid field mask path "{path}": empty name')
+            raise FieldMaskError(f"invalid field mask path {_echo(path)}: empty name")
         chain = node.schema.by_json.get(name)
         if chain is None:
             raise FieldMaskError(_unknown(path, here, name, node.schema))
@@ -113,7 +115,7 @@ def _add_path(root: _Node, path: str) -> None:
         if not last and not descendable:
             what = "a map" if f.is_map else "a value"
             raise FieldMaskError(
-                f'invalid field mask path "{path}": "{here}" is {what} and has no fields to select'
+                f"invalid field mask path {_echo(path)}: {_echo(here)} is {what} and has no fields to select"
             )
         if name in node.children and node.children[name][1] is None:
             return  # already selected whole
@@ -133,7 +135,15 @@ def _unknown(path: str, here: str, name: str, ms: MessageSchema) -> str:
     close = difflib.get_close_matches(name, list(ms.by_json), n=3)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     kind = ms.full_name.rsplit(".", 1)[-1]
-    return f'unknown field mask path "{path}": {kind} has no field "{name}" at "{here}"{hint}'
+    return f"unknown field mask path {_echo(path)}: {kind} has no field {_echo(name)} at {_echo(here)}{hint}"
+
+
+def _echo(text: str) -> str:
+    """A piece of the mask in an error, double-quoted as Kubernetes quotes paths; a long one cut
+    as `quote` cuts every echoed input, so the message fits a client's metadata limit (a
+    4,000-character mask echoed three times was a 12 KB grpc-message, which a default client
+    refuses as RESOURCE_EXHAUSTED)."""
+    return f'"{text}"' if len(text) <= ECHO_LIMIT else quote(text)
 
 
 def _sort(node: _Node) -> _Node:
