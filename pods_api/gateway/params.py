@@ -1,8 +1,9 @@
 """Query parameters: a route takes the ones its handler declares (its `Query` parameters, its
 dependencies' included) and no others. An unknown one is a 400 naming it, never ignored: a
 typo, or a filter this server does not have (`namespace`), would otherwise quietly return every
-pod. The allowed set is read from the route itself, so a parameter added to a handler is
-allowed with no second list to keep in step.
+pod. The allowed set is what FastAPI documents of the route (its OpenAPI parameters, from the
+public `get_openapi`), so a parameter added to a handler is allowed with no second list to keep
+in step, and the OpenAPI document and the check cannot disagree.
 
 The hot routes (gateway/pods.py) read their parameters without FastAPI's dependency machinery;
 `check`, `flag` and `flags` give them the same 400s FastAPI would, word for word.
@@ -10,9 +11,7 @@ The hot routes (gateway/pods.py) read their parameters without FastAPI's depende
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from fastapi.dependencies.models import Dependant
+from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import QueryParams
@@ -34,15 +33,21 @@ def declared(route: APIRoute) -> frozenset[str]:
     """The query parameter names `route` takes (aliases, as they appear in a URL)."""
     names: frozenset[str] | None = getattr(route, _ATTRIBUTE, None)
     if names is None:
-        names = frozenset(_query_names(route.dependant))
+        names = _documented_query_names(route)
         setattr(route, _ATTRIBUTE, names)
     return names
 
 
-def _query_names(dependant: Dependant) -> Iterator[str]:
-    yield from (param.alias for param in dependant.query_params)
-    for sub in dependant.dependencies:
-        yield from _query_names(sub)
+def _documented_query_names(route: APIRoute) -> frozenset[str]:
+    """The `in: query` parameters of the route's operations, as its OpenAPI entry lists them
+    (its dependencies' included); none for a route left out of the document."""
+    operations = get_openapi(title="", version="", routes=[route])["paths"].get(route.path, {})
+    return frozenset(
+        parameter["name"]
+        for operation in operations.values()
+        for parameter in operation.get("parameters", ())
+        if parameter.get("in") == "query"
+    )
 
 
 async def known_parameters(request: Request) -> None:
