@@ -42,12 +42,12 @@ client.ListPods({}, metadata, (err, response) => {
   }
   const watch = client.WatchPods({}, metadata);
   watch.on("data", (event) => {
-    if (!event.pod) {
-      console.log("INITIAL_SYNC_COMPLETE"); // no pod: the snapshot is complete
+    if (event.type === "INITIAL_SYNC_COMPLETE") {
+      console.log(event.type); // no pod: the snapshot is complete
       return;
     }
-    // ADDED is 0, and proto3 leaves zero values out: no type means ADDED.
-    console.log(event.type || "ADDED", event.pod.metadata.namespace, event.pod.metadata.name, phase(event.pod));
+    // A DELETED pod carries only its name, namespace and uid, as the kubelet sends it.
+    console.log(event.type, event.pod.metadata.namespace, event.pod.metadata.name, phase(event.pod));
   });
   watch.on("error", (err) => {
     console.error(`WatchPods on ${socket}: ${grpc.status[err.code]}: ${err.details}`);

@@ -59,12 +59,14 @@ class Contract(Enum):
 
 
 class EventType(IntEnum):
-    """The kubelet's v1alpha1.EventType numbers."""
+    """The kubelet's v1alpha1.EventType numbers as released in k8s.io/kubelet. UNSPECIFIED (0)
+    is not one of them: a server never sends it, and `Client.watch` skips it as it skips any
+    number it does not know."""
 
-    ADDED = 0
-    MODIFIED = 1
-    DELETED = 2
-    INITIAL_SYNC_COMPLETE = 3
+    ADDED = 1
+    MODIFIED = 2
+    DELETED = 3
+    INITIAL_SYNC_COMPLETE = 4
 
 
 _EVENT_TYPES = frozenset(int(t) for t in EventType)

@@ -64,9 +64,10 @@ class SnapshotMode(Enum):
 class InformerEvent:
     """A change to the informer's local state.
 
-    ADDED/MODIFIED/DELETED carry the pod (for DELETED, its last state); MODIFIED also the
-    version it replaced. INITIAL_SYNC_COMPLETE (no pod) follows each reconciled snapshot: after
-    the first sync, and after each reconnect, once local state matches the server again.
+    ADDED/MODIFIED/DELETED carry the pod (for DELETED, its last state as this informer held
+    it: the server's DELETED names only the pod); MODIFIED also the version it replaced.
+    INITIAL_SYNC_COMPLETE (no pod) follows each reconciled snapshot: after the first sync, and
+    after each reconnect, once local state matches the server again.
     """
 
     type: EventType
@@ -336,8 +337,10 @@ class Informer:
         old = self._pods.get(uid)
         if event.type is EventType.DELETED:
             if old is not None:
+                # The server's DELETED holds only the pod's identity (the kubelet's rule): the
+                # handlers get the last state this informer knew instead.
                 del self._pods[uid]
-                self._dispatch(InformerEvent(EventType.DELETED, event.pod, old))
+                self._dispatch(InformerEvent(EventType.DELETED, old))
             return
         if old is not None and old.raw == event.pod.raw:
             return  # e.g. a marker-less upstream's ADDED for a pod the List already gave

@@ -15,14 +15,13 @@ import yaml
 from apipods import pod
 from apiserver import KubeAPIServer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from released import ADDED, DELETED, MODIFIED, SYNCED
 from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
 from pods_api.core.api.pb import pods_v1alpha1_pb2_grpc as api_grpc
 from pods_api.core.store.identity import MIRROR_ANNOTATION
-
-ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 
 
 @pytest.fixture

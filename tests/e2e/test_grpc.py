@@ -25,16 +25,23 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from released import ADDED, DELETED, MODIFIED, SYNCED
 from repo import ROOT
 from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes, pod_to_bytes
-from pods_api.core.api.pb import pods_doc_pb2, pods_doc_pb2_grpc, pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
+from pods_api.core.api.pb import (
+    pods_doc_pb2,
+    pods_doc_pb2_grpc,
+    pods_v1alpha1_pb2,
+    pods_v1alpha1_pb2_grpc,
+    podsapi_v1_pb2,
+    podsapi_v1_pb2_grpc,
+)
 from pods_api.core.policy.throttled_log import ThrottledLog
 
 MASK = "x-kubernetes-fieldmask"
-ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 
 
 def make_pod(name: str, uid: str, phase: str = "Running", **labels: str) -> dict[str, Any]:
@@ -222,7 +229,8 @@ async def test_watch_snapshot_then_live_events(channel: grpc.aio.Channel, fixtur
     (fixtures / "web.yaml").unlink()
     (deleted,) = await watch_until(call, 1)
     assert deleted.type == DELETED
-    assert pod_from_bytes(deleted.pod) == canonical(PODS["web"])  # the last known state
+    # Only the identity, as the kubelet sends it: no stale end state for a client to act on.
+    assert pod_from_bytes(deleted.pod) == {"metadata": {"name": "web", "namespace": "shop", "uid": "uid-b"}}
 
     write(fixtures, "api", make_pod("api", "uid-d"))
     (added,) = await watch_until(call, 1)
@@ -244,6 +252,34 @@ async def test_documented_contract_watch_carries_event_types(
     (fixtures / "db.yaml").unlink()
     (deleted,) = await watch_until(call, 1)
     assert (deleted.type, deleted.pod.metadata.uid) == (DELETED, "uid-a")
+    assert deleted.pod.metadata.name == "db" and deleted.pod.metadata.namespace == "shop"
+    assert not deleted.pod.HasField("spec") and not deleted.pod.HasField("status")
+    call.cancel()
+
+
+async def test_deleted_carries_only_identity_whatever_the_mask(
+    channel: grpc.aio.Channel, fixtures: Path
+) -> None:
+    call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(
+        pods_v1alpha1_pb2.WatchPodsRequest(), metadata=[(MASK, "status.phase,metadata.labels")]
+    )
+    await watch_until(call, 4)
+    (fixtures / "cache.yaml").unlink()
+    (deleted,) = await watch_until(call, 1)
+    assert deleted.type == DELETED
+    assert pod_from_bytes(deleted.pod) == {"metadata": {"name": "cache", "namespace": "shop", "uid": "uid-c"}}
+    call.cancel()
+
+
+async def test_lookup_watch_deleted_keeps_the_last_state(channel: grpc.aio.Channel, fixtures: Path) -> None:
+    """Our own extension's watch keeps the API server's meaning of DELETED (its DELETED is also
+    "stopped matching the selectors"): the last state."""
+    call = podsapi_v1_pb2_grpc.PodLookupStub(channel).WatchPods(podsapi_v1_pb2.WatchPodsRequest())
+    await watch_until(call, 4)
+    (fixtures / "web.yaml").unlink()
+    (deleted,) = await watch_until(call, 1)
+    assert deleted.type == DELETED
+    assert pod_from_bytes(deleted.pod) == canonical(PODS["web"])
     call.cancel()
 
 

@@ -24,6 +24,7 @@ import grpc
 import httpx
 import pytest
 import yaml
+from released import ADDED
 from samples import make_pod
 from serve import PODS_API, TIMEOUT, Served, serving, start
 
@@ -770,7 +771,7 @@ def test_cut_off_grpc_streams_that_read_nothing_still_count_against_max_watchers
             with grpc.insecure_channel(served.target) as channel:
                 stub = pods_v1alpha1_pb2_grpc.PodsStub(channel)
                 holder = stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
-                assert next(iter(holder)).type == 0  # the third place
+                assert next(iter(holder)).type == ADDED  # the third place
                 with pytest.raises(grpc.RpcError) as err:
                     next(iter(stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())))
                 holder.cancel()
@@ -807,7 +808,7 @@ def test_a_grpc_stream_that_reads_nothing_is_ended_after_the_send_timeout(
                         pods_v1alpha1_pb2_grpc.PodsStub(fresh).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
                     )
                 )
-                assert first.type == 0
+                assert first.type == ADDED
             # The stalled client reads again: what was on its way, then the status that ends it
             # (grpc.aio sent none once the handler was cancelled: it waited for ever).
             assert ending_status(call) == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -32,6 +32,7 @@ import grpc
 import httpx
 import pytest
 import yaml
+from released import ADDED, DELETED, MODIFIED, SYNCED
 from samples import make_pod
 from serve import TIMEOUT, Served, start
 
@@ -39,7 +40,6 @@ from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
 
 MASK = "status.phase"
-ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 # Small, so that a stalled watcher really falls behind and is cut off.
 WATCH_BUFFER = 8
 STEPS = 24

@@ -17,6 +17,7 @@ import grpc
 import httpx
 import pytest
 from nodepods import CART, CHECKOUT, NODE_EXPORTER, REPORT, cid, container_status, pod, uid, write
+from released import NAMES
 from serve import TIMEOUT, Served, serving
 
 from pods_api import pod_from_bytes
@@ -138,7 +139,7 @@ class GrpcWatch:
     def next(self) -> tuple[str, str]:
         event = next(self._stream)
         name = pod_from_bytes(event.pod)["metadata"]["name"] if event.pod else ""
-        return pods_v1alpha1_pb2.EventType.Name(event.type), name
+        return NAMES[event.type], name
 
     def start(self) -> list[str]:
         names = []

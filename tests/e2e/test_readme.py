@@ -146,14 +146,12 @@ def test_quick_start_grpcurl(server: Served, command: str) -> None:
     if "WatchPods" in command:
         # A watch follows changes forever: read up to the end of the snapshot.
         events = json_stream("\n".join(until_line(args, '"INITIAL_SYNC_COMPLETE"', then="}")))
-        # The end of the snapshot carries no pod (an empty one with -emit-defaults).
-        assert events[-1] in ({"type": "INITIAL_SYNC_COMPLETE"}, {"type": "INITIAL_SYNC_COMPLETE", "pod": ""})
+        # The end of the snapshot carries no pod; every pod before it is ADDED, printed as such
+        # (ADDED is 1, not protobuf's zero value that JSON leaves out), as the README says.
+        assert events[-1] == {"type": "INITIAL_SYNC_COMPLETE"}
         added = events[:-1]
         assert len(added) == len(names)
-        if "-emit-defaults" in command:
-            assert all(e["type"] == "ADDED" for e in added)
-        else:  # ADDED is 0: protobuf's JSON leaves it out, as the README says
-            assert all("type" not in e for e in added)
+        assert all(e["type"] == "ADDED" and e["pod"] for e in added)
         return
     result = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr

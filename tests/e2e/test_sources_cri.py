@@ -15,6 +15,7 @@ import httpx
 import pytest
 from containerd import IMAGE, Containerd, Kubelet, PodRef
 from podwatch import Watch
+from released import ADDED, DELETED, MODIFIED
 from repo import ROOT
 from serve import TIMEOUT, Served, serving
 
@@ -27,7 +28,6 @@ from pods_api.sources.cri.status import rfc3339
 
 pytestmark = pytest.mark.needs_containerd
 
-ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 # Relist fast: these tests wait on events, and the period bounds how soon one comes.
 RELIST = ("--cri-relist", "0.1")
 KUBELET_CONDITIONS = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]

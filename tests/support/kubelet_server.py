@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+from released import ADDED, DELETED, MODIFIED, SYNCED
 
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pb
 
@@ -41,12 +42,12 @@ class KubeletServer:
             self._watches.clear()
 
     def put(self, uid: str, pod: bytes) -> None:
-        kind = pb.MODIFIED if uid in self.pods else pb.ADDED
+        kind = MODIFIED if uid in self.pods else ADDED
         self.pods[uid] = pod
         self._send(kind, pod)
 
     def remove(self, uid: str) -> None:
-        self._send(pb.DELETED, self.pods.pop(uid))
+        self._send(DELETED, self.pods.pop(uid))
 
     def _send(self, kind: int, pod: bytes) -> None:
         frame = pb.WatchPodsEvent(type=kind, pod=pod).SerializeToString()  # type: ignore[arg-type]
@@ -64,9 +65,9 @@ class KubeletServer:
             try:
                 if self.initial_added or self.marker:
                     for pod in list(self.pods.values()):
-                        yield pb.WatchPodsEvent(type=pb.ADDED, pod=pod).SerializeToString()
+                        yield pb.WatchPodsEvent(type=ADDED, pod=pod).SerializeToString()
                 if self.marker:
-                    yield pb.WatchPodsEvent(type=pb.INITIAL_SYNC_COMPLETE).SerializeToString()
+                    yield pb.WatchPodsEvent(type=SYNCED).SerializeToString()
                 while True:
                     yield await queue.get()
             finally:

@@ -7,13 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from released import ADDED, DELETED, MODIFIED, SYNCED  # noqa: F401  (re-exported: the tests use them with Watch)
 from serve import TIMEOUT, Served
 
 from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
 from pods_api.core.api.pb import pods_v1alpha1_pb2_grpc as api_grpc
-
-ADDED, MODIFIED, DELETED, SYNCED = 0, 1, 2, 3
 
 
 async def listed(served: Served) -> list[dict[str, Any]]:

@@ -54,7 +54,7 @@ class LookupService:
         self._cache = cache
         self._streams = streams
         self._send_timeout = send_timeout
-        self._encoding = watch_encoding(Contract.V1ALPHA1)
+        self._encoding = watch_encoding(Contract.V1ALPHA1, last_state=True)
 
     async def lookup(self, request: lookup_pb.LookupRequest, context: grpc.aio.ServicerContext) -> bytes:
         view = parse_view(mask_text(context), request.label_selector, request.field_selector)

@@ -51,16 +51,23 @@ def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes
     return head + pods_doc_pb2.PodWatchResponse(type=kind.name).SerializeToString()
 
 
-def watch_encoding(contract: Contract) -> Encoding:
-    """How a watch is written on one contract: the frames the stream caches for it."""
+def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
+    """How a watch is written on one contract: the frames the stream caches for it.
+
+    A DELETED carries only the pod's identity (`PodVersion.identity`), as the kubelet sends it,
+    unless `last_state`: then its last state as the view shows it, the API server's meaning
+    (our lookup service's watch, whose DELETED is also "stopped matching the selectors")."""
 
     def event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
+        if kind is EventType.DELETED and not last_state:
+            return watch_frame(contract, kind, pod.identity)
         return watch_frame(contract, kind, pod.masked(view).pb)
 
     def synced(revision: int, resumed: bool) -> bytes:
         return watch_frame(contract, EventType.INITIAL_SYNC_COMPLETE, None)
 
-    return Encoding(f"grpc {contract.value}", event, synced)
+    # The name keys the shared frame cache: the two meanings of DELETED must not share frames.
+    return Encoding(f"grpc {contract.value}{' last-state' if last_state else ''}", event, synced)
 
 
 class PodsService:

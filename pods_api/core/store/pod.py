@@ -17,7 +17,7 @@ import orjson
 from google.protobuf.message import DecodeError
 
 from pods_api.core.api.codec import CodecError, pod_from_message, pod_to_message
-from pods_api.core.api.pb import k8s_core_v1_pb2
+from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.query.fieldmask import FieldMask
 from pods_api.core.query.view import View
 from pods_api.core.store.lru import LRU
@@ -93,11 +93,23 @@ class PodVersion(Masked):
     # metadata.resourceVersion of the pod.
     revision: int = 0
     _masked: LRU[str, Masked] | None = field(default=None, repr=False)
+    _identity: bytes | None = field(default=None, repr=False)
 
     @property
     def message(self) -> k8s_core_v1_pb2.Pod:
         """The protobuf message, parsed again from the bytes (a few µs) on each call."""
         return k8s_core_v1_pb2.Pod.FromString(self.pb)
+
+    @property
+    def identity(self) -> bytes:
+        """A new pod with only this one's metadata.name, namespace and uid, in protobuf: what
+        the kubelet sends for a deleted pod (so that no client acts on a stale end state).
+        Made once per version, for every watcher, view and contract: a mask keeps these three
+        fields whatever it names, so no view shows more or less of it."""
+        if self._identity is None:
+            meta = k8s_meta_v1_pb2.ObjectMeta(name=self.name, namespace=self.namespace, uid=self.uid)
+            self._identity = k8s_core_v1_pb2.Pod(metadata=meta).SerializeToString(deterministic=True)
+        return self._identity
 
     @classmethod
     def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:

@@ -36,12 +36,13 @@ from pods_api.core.store.pod import PodVersion
 
 
 class EventType(IntEnum):
-    """Values are the kubelet's v1alpha1.EventType numbers."""
+    """Values are the kubelet's v1alpha1.EventType numbers as released in k8s.io/kubelet; its
+    UNSPECIFIED (0) is never published."""
 
-    ADDED = 0
-    MODIFIED = 1
-    DELETED = 2
-    INITIAL_SYNC_COMPLETE = 3
+    ADDED = 1
+    MODIFIED = 2
+    DELETED = 3
+    INITIAL_SYNC_COMPLETE = 4
 
 
 @dataclass(frozen=True, slots=True)

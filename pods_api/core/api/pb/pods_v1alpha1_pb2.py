@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13pods_v1alpha1.proto\x12\x08v1alpha1\"\x11\n\x0fListPodsRequest\" \n\x10ListPodsResponse\x12\x0c\n\x04pods\x18\x01 \x03(\x0c\"\x1f\n\rGetPodRequest\x12\x0e\n\x06podUID\x18\x01 \x01(\t\"\x1d\n\x0eGetPodResponse\x12\x0b\n\x03pod\x18\x01 \x01(\x0c\"\x12\n\x10WatchPodsRequest\"@\n\x0eWatchPodsEvent\x12!\n\x04type\x18\x01 \x01(\x0e\x32\x13.v1alpha1.EventType\x12\x0b\n\x03pod\x18\x02 \x01(\x0c*L\n\tEventType\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x00\x12\x0c\n\x08MODIFIED\x10\x01\x12\x0b\n\x07\x44\x45LETED\x10\x02\x12\x19\n\x15INITIAL_SYNC_COMPLETE\x10\x03\x32\xd1\x01\n\x04Pods\x12\x43\n\x08ListPods\x12\x19.v1alpha1.ListPodsRequest\x1a\x1a.v1alpha1.ListPodsResponse\"\x00\x12=\n\x06GetPod\x12\x17.v1alpha1.GetPodRequest\x1a\x18.v1alpha1.GetPodResponse\"\x00\x12\x45\n\tWatchPods\x12\x1a.v1alpha1.WatchPodsRequest\x1a\x18.v1alpha1.WatchPodsEvent\"\x00\x30\x01\x42\'Z%k8s.io/kubelet/pkg/apis/pods/v1alpha1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13pods_v1alpha1.proto\x12\x08v1alpha1\"\x11\n\x0fListPodsRequest\" \n\x10ListPodsResponse\x12\x0c\n\x04pods\x18\x01 \x03(\x0c\"\x1f\n\rGetPodRequest\x12\x0e\n\x06podUID\x18\x01 \x01(\t\"\x1d\n\x0eGetPodResponse\x12\x0b\n\x03pod\x18\x01 \x01(\x0c\"\x12\n\x10WatchPodsRequest\"@\n\x0eWatchPodsEvent\x12!\n\x04type\x18\x01 \x01(\x0e\x32\x13.v1alpha1.EventType\x12\x0b\n\x03pod\x18\x02 \x01(\x0c*]\n\tEventType\x12\x0f\n\x0bUNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\x12\x19\n\x15INITIAL_SYNC_COMPLETE\x10\x04\x32\xd1\x01\n\x04Pods\x12\x43\n\x08ListPods\x12\x19.v1alpha1.ListPodsRequest\x1a\x1a.v1alpha1.ListPodsResponse\"\x00\x12=\n\x06GetPod\x12\x17.v1alpha1.GetPodRequest\x1a\x18.v1alpha1.GetPodResponse\"\x00\x12\x45\n\tWatchPods\x12\x1a.v1alpha1.WatchPodsRequest\x1a\x18.v1alpha1.WatchPodsEvent\"\x00\x30\x01\x42\'Z%k8s.io/kubelet/pkg/apis/pods/v1alpha1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,7 +33,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z%k8s.io/kubelet/pkg/apis/pods/v1alpha1'
   _globals['_EVENTTYPE']._serialized_start=236
-  _globals['_EVENTTYPE']._serialized_end=312
+  _globals['_EVENTTYPE']._serialized_end=329
   _globals['_LISTPODSREQUEST']._serialized_start=33
   _globals['_LISTPODSREQUEST']._serialized_end=50
   _globals['_LISTPODSRESPONSE']._serialized_start=52
@@ -46,6 +46,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WATCHPODSREQUEST']._serialized_end=168
   _globals['_WATCHPODSEVENT']._serialized_start=170
   _globals['_WATCHPODSEVENT']._serialized_end=234
-  _globals['_PODS']._serialized_start=315
-  _globals['_PODS']._serialized_end=524
+  _globals['_PODS']._serialized_start=332
+  _globals['_PODS']._serialized_end=541
 # @@protoc_insertion_point(module_scope)

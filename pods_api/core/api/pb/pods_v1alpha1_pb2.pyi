@@ -9,10 +9,12 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
+    UNSPECIFIED: _ClassVar[EventType]
     ADDED: _ClassVar[EventType]
     MODIFIED: _ClassVar[EventType]
     DELETED: _ClassVar[EventType]
     INITIAL_SYNC_COMPLETE: _ClassVar[EventType]
+UNSPECIFIED: EventType
 ADDED: EventType
 MODIFIED: EventType
 DELETED: EventType
