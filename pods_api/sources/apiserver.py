@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,9 +34,11 @@ import orjson
 from pods_api import __version__
 from pods_api.core.api.codec import CodecError
 from pods_api.core.store.cache import SourceSink
+from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.loader import Reporter
+from pods_api.sources.staticpod import CONFIG_SEEN, CONFIG_SOURCE, rfc3339_nano
 
 if TYPE_CHECKING:
     # Imported where used: kubernetes_asyncio loads every generated API model (~44 MiB resident),
@@ -148,6 +151,7 @@ class APIServerSource:
         self._rv: str | None = None  # the last resourceVersion seen; None: list first
         self._list_rv = "0"  # the first list may come from the server's watch cache
         self._pods: dict[str, PodVersion] = {}  # uid -> the last good version
+        self._seen: dict[str, str] = {}  # uid -> when first seen (config.seen), while served
         self._bad: dict[str, str] = {}  # uid -> why its latest version was refused
         self._warnings: dict[str, str] = {}  # unknown field path -> one pod that had it
 
@@ -237,6 +241,7 @@ class APIServerSource:
             elif uid in self._pods:  # keep its last good version
                 pods[uid] = self._pods[uid]
         self._pods, self._bad, self._rv = pods, bad, rv
+        self._seen = {uid: seen for uid, seen in self._seen.items() if uid in pods}
         self._connected()
         self._report()
         sink.replace(pods.values())
@@ -318,6 +323,7 @@ class APIServerSource:
         elif kind == "DELETED":
             uid = _uid(obj)
             self._bad.pop(uid, None)
+            self._seen.pop(uid, None)
             if self._pods.pop(uid, None) is not None:
                 sink.delete(uid)
             self._report()
@@ -338,13 +344,29 @@ class APIServerSource:
             return uid, None
         warnings: list[str] = []
         try:
-            pod = PodVersion.from_json(obj, warnings)
+            pod = PodVersion.from_json(self._annotated(uid, obj), warnings)
         except CodecError as exc:
             bad[uid] = f"{what}: {exc}"
             return uid, None
         for warning in warnings:
             self._warnings.setdefault(warning, what)
         return uid, pod
+
+    def _annotated(self, uid: str, obj: Any) -> Any:
+        """The pod with what the kubelet's config (pkg/kubelet/config/config.go) adds to every pod
+        of its "api" source: `kubernetes.io/config.source: api` and `config.seen`, when it was
+        first seen. A mirror keeps its own: it is the API server's copy of a static pod, and its
+        config.source says which of the kubelet's sources the static pod is from."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return obj  # the codec names what is wrong
+        annotations = meta.get("annotations")
+        annotations = annotations if isinstance(annotations, dict) else {}
+        if MIRROR_ANNOTATION in annotations:
+            return obj
+        seen = self._seen.setdefault(uid, rfc3339_nano(time.time_ns()))
+        added = {**annotations, CONFIG_SOURCE: "api", CONFIG_SEEN: seen}
+        return {**obj, "metadata": {**meta, "annotations": added}}
 
     def _ours(self, obj: Any) -> bool:
         """Whether a pod is bound to this node. The server filters by the field selector; this

@@ -8,9 +8,10 @@ st_mtime_ns) changed, and decoded again only when its bytes did (a digest is kep
 bytes), in a worker thread. The complete set of pods then goes to `sink.replace`: the cache
 turns it into events and skips unchanged pods at the cost of a lookup each.
 
-A file keeps its last good pods while it cannot be read or decoded, so an editor's half-written
-save, a permission mistake or a typo never looks like a deletion. A file that is gone (or a
-directory that is gone) does take its pods with it, as with the kubelet.
+A file keeps its last good pods while it cannot be read or decoded (`keeps_bad_files`, the
+fixtures), so an editor's half-written save, a permission mistake or a typo never looks like a
+deletion; the static pod manifests do not keep them, as the kubelet does not. A file that is gone
+(or a directory that is gone) does take its pods with it, as with the kubelet.
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ class DirectorySource:
     name: str
     # Refuse a second pod with the same namespace/name (the kubelet does, for static pods).
     unique_names: ClassVar[bool] = False
+    # Of two pods with one name (or uid), the one from the file last in name order is served.
+    last_name_wins: ClassVar[bool] = False
+    # A file that cannot be read or decoded keeps its last good pods (else it has none).
+    keeps_bad_files: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, resync: float, on_error: ErrorCounter | None) -> None:
         self.path = path
@@ -168,6 +173,7 @@ class DirectorySource:
         pods, duplicates = unique_pods(
             ((origin, self._files[origin].pods) for origin in sorted(self._files)),
             by_name=self.unique_names,
+            last_wins=self.last_name_wins,
         )
         self._served(pods)
         self._reporter.report(errors + duplicates, warnings)
@@ -201,7 +207,9 @@ class DirectorySource:
         for (state, read, digest), (pods, warnings, error) in zip(changed, outcomes, strict=True):
             state.stat, state.digest = read.stat, digest
             if error is not None:
-                state.decode_error = error  # earlier pods stay
+                state.decode_error = error  # earlier pods stay, if the source keeps them
+                if not self.keeps_bad_files:
+                    state.pods, state.warnings = [], []
             else:
                 state.pods, state.warnings, state.decode_error = pods, warnings, None
         return vanished
@@ -286,6 +294,8 @@ class DirectorySource:
             data = read_manifest(path, within=within)
         except ManifestError as exc:
             state.read_error, state.stat = str(exc), None
+            if not self.keeps_bad_files:
+                state.pods, state.warnings = [], []
             return True
         state.read_error = None
         if data is None:

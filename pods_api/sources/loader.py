@@ -56,10 +56,16 @@ class Format:
 
     list_kinds: frozenset[str]  # list kinds accepted besides a single Pod
     multi_document: bool  # several YAML documents in one file
+    # Several YAML documents: only the first counts (the kubelet's utilyaml.ToJSON reads one).
+    first_document: bool = False
 
 
-# What the kubelet reads from a manifest file or URL: one Pod, or a PodList.
+# What the kubelet reads from its /pods: a PodList (or one Pod).
 KUBELET_FORMAT = Format(list_kinds=frozenset({"PodList"}), multi_document=False)
+# What the kubelet runs from a manifest file (file.go extractFromFile: tryDecodeSinglePod only,
+# so no PodList) and from a manifest URL (http.go: a Pod, else a PodList): the first document.
+MANIFEST_FILE_FORMAT = Format(list_kinds=frozenset(), multi_document=False, first_document=True)
+MANIFEST_URL_FORMAT = Format(list_kinds=frozenset({"PodList"}), multi_document=False, first_document=True)
 # What `kubectl get -o yaml` and hand-written test data look like: also `kind: List` and `---`.
 FIXTURE_FORMAT = Format(list_kinds=frozenset({"PodList", "List"}), multi_document=True)
 
@@ -230,6 +236,8 @@ def pod_objects(data: bytes, origin: str, fmt: Format) -> list[tuple[str, dict[s
     docs = parse_documents(data, origin)
     if not docs:
         raise ManifestError(origin, "empty file: no Pod in it")
+    if len(docs) > 1 and fmt.first_document:
+        docs = docs[:1]
     if len(docs) > 1 and not fmt.multi_document:
         raise ManifestError(origin, f"{len(docs)} YAML documents; a manifest holds one Pod or a PodList")
     out: list[tuple[str, dict[str, Any]]] = []
@@ -309,15 +317,20 @@ def _type_name(value: Any) -> str:
 
 
 def unique_pods(
-    groups: Iterable[tuple[str, list[PodVersion]]], *, by_name: bool
+    groups: Iterable[tuple[str, list[PodVersion]]], *, by_name: bool, last_wins: bool = False
 ) -> tuple[list[PodVersion], list[str]]:
     """All pods of (origin, pods) groups, in order, keeping the first claim to each uid (and, when
-    `by_name`, to each namespace/name, as the kubelet does for static pods); problems name both."""
+    `by_name`, to each namespace/name, as the kubelet does for static pods), or with `last_wins`
+    the last (the kubelet's file source: a store keyed by namespace/name, filled in file name
+    order); problems name both."""
     pods: list[PodVersion] = []
     problems: list[str] = []
     uids: dict[str, str] = {}
     names: dict[tuple[str, str], str] = {}
-    for origin, group in groups:
+    ordered = list(groups)
+    if last_wins:
+        ordered = [(origin, group[::-1]) for origin, group in reversed(ordered)]
+    for origin, group in ordered:
         for pod in group:
             key = (pod.namespace, pod.name)
             first = uids.get(pod.uid) or (names.get(key) if by_name else None)
@@ -329,7 +342,7 @@ def unique_pods(
                 continue
             uids[pod.uid] = names[key] = origin
             pods.append(pod)
-    return pods, problems
+    return (pods[::-1] if last_wins else pods), problems
 
 
 class Reporter:

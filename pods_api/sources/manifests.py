@@ -14,7 +14,7 @@ from pods_api.core import argtypes
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
-from pods_api.sources.loader import KUBELET_FORMAT, pod_objects
+from pods_api.sources.loader import MANIFEST_FILE_FORMAT, pod_objects
 from pods_api.sources.staticpod import StaticPodRules
 
 # The kubelet's --file-check-frequency default: how often it re-lists the directory.
@@ -23,6 +23,11 @@ DEFAULT_RESYNC = 20.0
 
 class ManifestDirSource(DirectorySource):
     unique_names = True
+    # The kubelet's file source: a second file with a pod's namespace/name replaces the first
+    # (file.go fills a store keyed by namespace/name in file name order), and a file that no
+    # longer gives a pod gives none (each relist is what decodes now: the kubelet kills it).
+    last_name_wins = True
+    keeps_bad_files = False
     configures_static_pods = True  # the kubelet's "file" config source
 
     def __init__(
@@ -43,7 +48,7 @@ class ManifestDirSource(DirectorySource):
         source_id = os.path.abspath(origin)
         return [
             self._rules.build(obj, where, origin, source_id, warnings)
-            for where, obj in pod_objects(data, origin, KUBELET_FORMAT)
+            for where, obj in pod_objects(data, origin, MANIFEST_FILE_FORMAT)
         ]
 
     def _served(self, pods: list[PodVersion]) -> None:

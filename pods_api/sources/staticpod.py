@@ -64,6 +64,10 @@ class StaticPodRules:
         problems = validate_static_pod(pod, self.node_name)
         if problems:
             raise ManifestError(origin, locate(where, "invalid pod: " + "; ".join(problems)))
+        resource = api_reference(pod)
+        if resource:
+            rule = "static pods may not reference " + resource + " (PreventStaticPodAPIReferences)"
+            raise ManifestError(origin, locate(where, rule))
         uid = pod.metadata.uid or self._generate_uid(pod, source_id)
         self._apply_defaults(pod, uid)
         return PodVersion.from_message(pod)
@@ -108,7 +112,7 @@ class StaticPodRules:
         meta.annotations[CONFIG_HASH] = uid
         meta.annotations[CONFIG_SOURCE] = self.config_source
         # Kept per uid: a fresh time on every resync would make every resync a MODIFIED.
-        meta.annotations[CONFIG_SEEN] = self._seen.setdefault(uid, _rfc3339_nano(time.time_ns()))
+        meta.annotations[CONFIG_SEEN] = self._seen.setdefault(uid, rfc3339_nano(time.time_ns()))
         if self.config_source == "file":
             _add_or_update_toleration(spec, _NO_EXECUTE_TOLERATION)
         pod.status.phase = "Pending"
@@ -131,8 +135,141 @@ def validate_static_pod(pod: k8s_core_v1_pb2.Pod, node_name: str) -> list[str]:
     names: set[str] = set()
     for group, containers in (("initContainers", spec.initContainers), ("containers", spec.containers)):
         for i, container in enumerate(containers):
-            problems += _container_problems(container.name, container.image, f"spec.{group}[{i}]", names)
+            at = f"spec.{group}[{i}]"
+            problems += _container_problems(container.name, container.image, at, names)
+            problems += _container_spec_problems(container, at)
+    problems += _unsupported("spec.restartPolicy", spec.restartPolicy, RESTART_POLICIES)
+    problems += _unsupported("spec.dnsPolicy", spec.dnsPolicy, DNS_POLICIES)
     return problems
+
+
+# The values ValidatePodSpec and validateContainers accept (pkg/apis/core/validation).
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
+TERMINATION_MESSAGE_POLICIES = ("FallbackToLogsOnError", "File")
+_PORT_MAX = 65535
+_PORT_RANGE = "must be between 1 and 65535, inclusive"
+
+
+def _unsupported(at: str, value: str, supported: tuple[str, ...]) -> list[str]:
+    """field.NotSupported's message, as the API server words it."""
+    if value in supported:
+        return []
+    allowed = ", ".join(f'"{v}"' for v in supported)
+    return [f'{at}: Unsupported value: "{value}": supported values: {allowed}']
+
+
+def _container_spec_problems(container: k8s_core_v1_pb2.Container, at: str) -> list[str]:
+    """validateContainers' checks of what a manifest most often gets wrong (defaults applied)."""
+    problems = _unsupported(f"{at}.imagePullPolicy", container.imagePullPolicy, PULL_POLICIES)
+    problems += _unsupported(
+        f"{at}.terminationMessagePolicy", container.terminationMessagePolicy, TERMINATION_MESSAGE_POLICIES
+    )
+    for j, port in enumerate(container.ports):
+        where = f"{at}.ports[{j}]"
+        if not 1 <= port.containerPort <= _PORT_MAX:
+            problems.append(f"{where}.containerPort: Invalid value: {port.containerPort}: {_PORT_RANGE}")
+        if not 0 <= port.hostPort <= _PORT_MAX:
+            problems.append(f"{where}.hostPort: Invalid value: {port.hostPort}: {_PORT_RANGE}")
+        problems += _unsupported(f"{where}.protocol", port.protocol, PROTOCOLS)
+    return problems
+
+
+# Volume sources that need nothing from the API (HasAPIObjectReference lets them through).
+_LOCAL_VOLUMES = frozenset(
+    {
+        "awsElasticBlockStore", "azureDisk", "cephfs", "cinder", "downwardAPI", "emptyDir", "fc",
+        "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "hostPath", "image", "iscsi", "nfs",
+        "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos",
+        "vsphereVolume",
+    }
+)  # fmt: skip
+# Volume sources that do, and what the kubelet says they reference.
+_API_VOLUMES = {
+    "configMap": "configmaps (via configmap volumes)",
+    "secret": "secrets (via secret volumes)",
+    "csi": "csidrivers (via CSI volumes)",
+    "glusterfs": "endpoints (via glusterFS volumes)",
+    "persistentVolumeClaim": "persistentvolumeclaims",
+    "ephemeral": "persistentvolumeclaims (via ephemeral volumes)",
+    "azureFile": "secrets (via azureFile volumes)",
+}
+_API_PROJECTIONS = {
+    "configMap": "configmaps (via projected volumes)",
+    "secret": "secrets (via projected volumes)",
+    "serviceAccountToken": "serviceaccounts (via projected volumes)",
+    "clusterTrustBundle": "clustertrustbundles",
+    "podCertificate": "podcertificates",
+}
+# Volume sources holding a secret reference (podutil.VisitPodSecretNames).
+_SECRET_REFS = (
+    ("cephfs", "secretRef"),
+    ("cinder", "secretRef"),
+    ("flexVolume", "secretRef"),
+    ("iscsi", "secretRef"),
+    ("rbd", "secretRef"),
+    ("scaleIO", "secretRef"),
+    ("storageos", "secretRef"),
+    ("csi", "nodePublishSecretRef"),
+)
+
+
+def api_reference(pod: k8s_core_v1_pb2.Pod) -> str | None:
+    """The API resource a pod references, as podutil.HasAPIObjectReference names it (checked in
+    its order), or None: the kubelet refuses a static pod that references any."""
+    spec = pod.spec
+    if spec.serviceAccountName:
+        return "serviceaccounts"
+    containers: list[k8s_core_v1_pb2.Container | k8s_core_v1_pb2.EphemeralContainerCommon] = [
+        *spec.initContainers,
+        *spec.containers,
+        *(e.ephemeralContainerCommon for e in spec.ephemeralContainers),
+    ]
+    sources = [v.volumeSource for v in spec.volumes]
+    env_refs = [
+        (e.valueFrom.HasField("secretKeyRef"), e.valueFrom.HasField("configMapKeyRef"))
+        for c in containers
+        for e in c.env
+        if e.HasField("valueFrom")
+    ]
+    env_from = [(f.HasField("secretRef"), f.HasField("configMapRef")) for c in containers for f in c.envFrom]
+    projections = [p for v in sources if v.HasField("projected") for p in v.projected.sources]
+    secrets = (
+        bool(spec.imagePullSecrets)
+        or any(secret for secret, _ in [*env_refs, *env_from])
+        or any(v.HasField("secret") or (v.HasField("azureFile") and v.azureFile.secretName) for v in sources)
+        or any(
+            v.HasField(kind) and getattr(v, kind).HasField(ref) for v in sources for kind, ref in _SECRET_REFS
+        )
+        or any(p.HasField("secret") for p in projections)
+    )
+    if secrets:
+        return "secrets"
+    configmaps = (
+        any(configmap for _, configmap in [*env_refs, *env_from])
+        or any(v.HasField("configMap") for v in sources)
+        or any(p.HasField("configMap") for p in projections)
+    )
+    if configmaps:
+        return "configmaps"
+    if spec.resourceClaims:
+        return "resourceclaims"
+    for volume in spec.volumes:
+        kinds = [f.name for f, _ in volume.volumeSource.ListFields()]
+        if any(k in _LOCAL_VOLUMES for k in kinds):
+            continue
+        for kind in kinds:
+            if kind in _API_VOLUMES:
+                return _API_VOLUMES[kind]
+        if "projected" in kinds:
+            for projection in volume.volumeSource.projected.sources:
+                named = [f.name for f, _ in projection.ListFields()]
+                found = next((_API_PROJECTIONS[n] for n in named if n in _API_PROJECTIONS), None)
+                if found:
+                    return found
+    return None
 
 
 def _name_problems(name: str, namespace: str, node_name: str) -> list[str]:
@@ -179,7 +316,7 @@ def _add_or_update_toleration(spec: k8s_core_v1_pb2.PodSpec, toleration: k8s_cor
         spec.tolerations.append(toleration)
 
 
-def _rfc3339_nano(ns: int) -> str:
+def rfc3339_nano(ns: int) -> str:
     """Go's time.RFC3339Nano in UTC, as the kubelet writes config.seen: trailing zeros dropped."""
     seconds, nanos = divmod(ns, 1_000_000_000)
     fraction = f".{nanos:09d}".rstrip("0") if nanos else ""

@@ -21,7 +21,7 @@ from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
-from pods_api.sources.loader import KUBELET_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
+from pods_api.sources.loader import MANIFEST_URL_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
 from pods_api.sources.poller import Poller, PollError, credentials_in, read_header_files, shown_url
 from pods_api.sources.staticpod import StaticPodRules
 
@@ -93,7 +93,7 @@ class ManifestURLSource:
             # As the kubelet: an empty 200 is the server saying "no pods" (it logs and serves none).
             warnings.append(f"{self.name}: empty body; serving no pods from it")
             return [], []
-        objects = pod_objects(body, self.name, KUBELET_FORMAT)
+        objects = pod_objects(body, self.name, MANIFEST_URL_FORMAT)
         built = [self._rules.build(obj, where, self.name, self.url, warnings) for where, obj in objects]
         return unique_pods([(self.name, built)], by_name=True)
 

@@ -83,18 +83,22 @@ async def test_edits_are_delete_then_add_and_uids_survive_a_restart(tmp_path: Pa
     assert after["web-node-1"] == new["metadata"]["uid"]
 
 
-async def test_a_bad_file_keeps_its_last_good_pods_and_is_counted(tmp_path: Path, manifests: Path) -> None:
+async def test_a_bad_file_gives_no_pods_as_with_the_kubelet_and_is_counted(
+    tmp_path: Path, manifests: Path
+) -> None:
+    """pkg/kubelet/config/file.go extractFromDir: a file that does not decode is skipped at the
+    next relist, so its pod is no longer in the set and the kubelet kills it."""
     with serving(tmp_path / "run", "--manifests", str(manifests)) as served:
         watch = Watch(served)
         await watch.next(3)
         put(manifests, "web.yaml", "spec: [unclosed\n")
         put(manifests, "broken.yaml", static_pod("broken", image=""))  # no image: refused
         put(manifests, "new.yaml", static_pod("new"))
-        # The good file still arrives; the bad ones change nothing (no DELETED for web).
-        assert [(t, p["metadata"]["name"]) for t, p in await watch.next()] == [(ADDED, "new-node-1")]
+        seen = {(t, p["metadata"]["name"]) for t, p in await watch.next(2)}
+        assert seen == {(DELETED, "web-node-1"), (ADDED, "new-node-1")}
         await watch.close()
         names = sorted(p["metadata"]["name"] for p in await listed(served))
-        assert names == ["etcd-node-1", "new-node-1", "web-node-1"]
+        assert names == ["etcd-node-1", "new-node-1"]
         served.wait_for_line("web.yaml")
         served.wait_for_line("broken.yaml")
         errors = _metric(served, "pods_api_source_errors_total")
@@ -240,3 +244,18 @@ async def test_static_pods_are_served_defaulted_as_the_kubelet_decodes_them(tmp_
     )
     assert spec["containers"][0]["imagePullPolicy"] == "Always"  # busybox: the tag latest
     assert pods["a-node-1"]["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+
+
+async def test_a_static_pod_referencing_api_objects_is_refused_with_one_line(tmp_path: Path) -> None:
+    """pkg/kubelet/config/common.go tryDecodeSinglePod: with PreventStaticPodAPIReferences (on by
+    default since 1.34) a static pod that references a secret is not run."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    secretive = static_pod("secretive")
+    secretive["spec"]["volumes"] = [{"name": "certs", "secret": {"secretName": "etcd-certs"}}]
+    put(manifests, "secretive.yaml", secretive)
+    put(manifests, "web.yaml", static_pod("web"))
+    with serving(tmp_path / "run", "--manifests", str(manifests)) as served:
+        line = served.wait_for_line("secretive.yaml")
+        assert [p["metadata"]["name"] for p in await listed(served)] == ["web-node-1"]
+    assert "static pods may not reference secrets (PreventStaticPodAPIReferences)" in line

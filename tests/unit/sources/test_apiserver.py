@@ -96,6 +96,23 @@ async def test_changes_are_events(server: KubeAPIServer, harness: Harness, tmp_p
     assert harness.cache.get("uid-db") is not None and len(harness.cache) == 1
 
 
+async def test_api_pods_say_their_config_source_and_when_first_seen(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    """pkg/kubelet/config/config.go: every pod of the "api" source gets kubernetes.io/config.source
+    api, and config.seen when first seen (recordFirstSeenTime), kept across its changes."""
+    server.put(pod("web"))
+    (web,) = (await harness.start(source(server, harness, tmp_path))).pods
+    annotations = web.json["metadata"]["annotations"]
+    assert annotations["kubernetes.io/config.source"] == "api"
+    seen = annotations["kubernetes.io/config.seen"]
+    assert seen.endswith("Z") and "T" in seen
+    server.put(pod("web", image="nginx:1.28"))
+    modified = await harness.event()
+    assert modified.type is MODIFIED
+    assert modified.pod.json["metadata"]["annotations"]["kubernetes.io/config.seen"] == seen
+
+
 @pytest.mark.parametrize("as_http", [False, True], ids=["error-event", "http-status"])
 async def test_a_410_relists_and_only_real_changes_become_events(
     server: KubeAPIServer, harness: Harness, tmp_path: Path, as_http: bool
@@ -233,6 +250,8 @@ async def test_a_mirror_pod_is_served_as_its_static_pod(
     (served,) = (await harness.start(source(server, harness, tmp_path))).pods
 
     assert served.uid == static_uid and served.name == "etcd-node-1"
+    # The API server's copy keeps the static pod's source: which of the kubelet's it came from.
+    assert served.json["metadata"]["annotations"]["kubernetes.io/config.source"] == "file"
     assert harness.cache.get("mirror-uid") is None
     server.delete("mirror-uid")
     deleted = await harness.event()

@@ -155,11 +155,17 @@ async def test_add_and_remove(tmp_path: Path, harness: Harness) -> None:
     assert (deleted.type, deleted.pod.uid) == (EventType.DELETED, added.pod.uid)
 
 
-async def test_a_pod_list_file(tmp_path: Path, harness: Harness) -> None:
+async def test_a_pod_list_file_is_refused_and_a_second_document_ignored(
+    tmp_path: Path, harness: Harness
+) -> None:
+    """pkg/kubelet/config/file.go extractFromFile: tryDecodeSinglePod only (no PodList, which only
+    the http source takes), after utilyaml.ToJSON, which reads the first YAML document."""
     write(
         tmp_path / "pods.yaml", dump({"apiVersion": "v1", "kind": "PodList", "items": [pod("a"), pod("b")]})
     )
-    assert sorted(await start(harness, tmp_path)) == ["a-node-1", "b-node-1"]
+    write(tmp_path / "two.yaml", dump(pod("first"), pod("second")))
+    assert sorted(await start(harness, tmp_path)) == ["first-node-1"]
+    assert "kind 'PodList' is not Pod" in await harness.error("pods.yaml")
 
 
 async def test_dotfiles_are_not_read(tmp_path: Path, harness: Harness) -> None:
@@ -169,13 +175,15 @@ async def test_dotfiles_are_not_read(tmp_path: Path, harness: Harness) -> None:
     assert harness.errors.empty()
 
 
-async def test_a_second_pod_with_the_same_name_is_refused(tmp_path: Path, harness: Harness) -> None:
+async def test_of_two_pods_with_one_name_the_last_file_wins(tmp_path: Path, harness: Harness) -> None:
+    """pkg/kubelet/config/file.go: the pods go into a store keyed by namespace/name in file name
+    order (extractFromDir sorts), so the last file's pod replaces the first's."""
     write(tmp_path / "a.yaml", dump(pod("web", image="nginx:1.26")))
     write(tmp_path / "b.yaml", dump(pod("web", image="nginx:1.27")))
     pods = await start(harness, tmp_path)
-    assert pods["web-node-1"].json["spec"]["containers"][0]["image"] == "nginx:1.26"
-    error = await harness.error("b.yaml")
-    assert "name default/web-node-1 is already served from" in error and "a.yaml" in error
+    assert pods["web-node-1"].json["spec"]["containers"][0]["image"] == "nginx:1.27"
+    error = await harness.error("a.yaml")
+    assert "name default/web-node-1 is already served from" in error and "b.yaml" in error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,19 +217,66 @@ INVALID: dict[str, tuple[Callable[[], str], str]] = {
         "'Main_1' is not a DNS-1123 label",
     ),
     "bad name": (lambda: dump(pod("Web")), "'Web-node-1' (with the node name appended) is not a DNS-1123"),
-    "wrong kind": (
-        lambda: dump({**pod("x"), "kind": "Deployment"}),
-        "kind 'Deployment' is not Pod or PodList",
-    ),
+    "wrong kind": (lambda: dump({**pod("x"), "kind": "Deployment"}), "kind 'Deployment' is not Pod"),
     "wrong apiVersion": (lambda: dump({**pod("x"), "apiVersion": "apps/v1"}), "apiVersion is 'apps/v1'"),
     "no apiVersion": (
         lambda: dump({k: v for k, v in pod("x").items() if k != "apiVersion"}),
         "apiVersion is missing",
     ),
     "a List": (lambda: dump({"apiVersion": "v1", "kind": "List", "items": []}), "kind 'List' is not"),
-    "two documents": (lambda: dump(pod("x"), pod("y")), "2 YAML documents; a manifest holds one Pod"),
-    "a bad pod in a list": (_pod_list_with_a_bad_pod, "items[1]: invalid pod: spec.containers"),
+    "a pod list": (_pod_list_with_a_bad_pod, "kind 'PodList' is not Pod"),
+    "two documents, the first bad": (lambda: dump(pod("x", containers=[]), pod("y")), "spec.containers"),
     "wrong type": (lambda: dump(pod("x", hostPID="yes")), "spec.hostPID: expected boolean"),
+    # pkg/apis/core/validation validateContainers, ValidatePodSpec (after defaulting):
+    "container port 70000": (
+        lambda: dump(pod("x", containers=[{"name": "c", "image": "i", "ports": [{"containerPort": 70000}]}])),
+        "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535",
+    ),
+    "pull policy Sometimes": (
+        lambda: dump(pod("x", containers=[{"name": "c", "image": "i", "imagePullPolicy": "Sometimes"}])),
+        'spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always"',
+    ),
+    "restart policy Sometimes": (
+        lambda: dump(pod("x", restartPolicy="Sometimes")),
+        'spec.restartPolicy: Unsupported value: "Sometimes"',
+    ),
+    # pkg/kubelet/config/common.go tryDecodeSinglePod, podutil.HasAPIObjectReference:
+    "a service account": (
+        lambda: dump(pod("x", serviceAccountName="etcd")),
+        "static pods may not reference serviceaccounts (PreventStaticPodAPIReferences)",
+    ),
+    "a secret in env": (
+        lambda: dump(
+            pod(
+                "x",
+                containers=[
+                    {
+                        "name": "c",
+                        "image": "i",
+                        "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+                    }
+                ],
+            )
+        ),
+        "static pods may not reference secrets",
+    ),
+    "a configmap volume": (
+        lambda: dump(pod("x", volumes=[{"name": "v", "configMap": {"name": "cm"}}])),
+        "static pods may not reference configmaps",
+    ),
+    "a projected token": (
+        lambda: dump(
+            pod(
+                "x",
+                volumes=[{"name": "v", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}],
+            )
+        ),
+        "static pods may not reference serviceaccounts (via projected volumes)",
+    ),
+    "a claim": (
+        lambda: dump(pod("x", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}])),
+        "static pods may not reference persistentvolumeclaims",
+    ),
 }
 
 
@@ -238,8 +293,19 @@ async def test_what_the_kubelet_would_not_admit(tmp_path: Path, harness: Harness
     assert error.startswith(f"{tmp_path}/bad.yaml: ") and reason in error, error
 
 
+async def test_volumes_of_the_node_itself_are_admitted(tmp_path: Path, harness: Harness) -> None:
+    """HasAPIObjectReference lets hostPath, emptyDir and downward API volumes through."""
+    volumes = [
+        {"name": "etc", "hostPath": {"path": "/etc/kubernetes"}},
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "info", "projected": {"sources": [{"downwardAPI": {"items": []}}]}},
+    ]
+    write(tmp_path / "etcd.yaml", dump(pod("etcd", volumes=volumes)))
+    assert sorted(await start(harness, tmp_path)) == ["etcd-node-1"]
+
+
 # ---------------------------------------------------------------------------------------------
-# a file that fails keeps its last good pods
+# a file that fails gives no pods, as with the kubelet
 
 
 def _replace_with(path: Path, make: Callable[[Path], None]) -> None:
@@ -297,7 +363,9 @@ BREAKERS: dict[str, tuple[Callable[[Path], None], str]] = {
 
 
 @pytest.mark.parametrize("case", BREAKERS)
-async def test_a_broken_file_keeps_its_last_good_pods(tmp_path: Path, harness: Harness, case: str) -> None:
+async def test_a_broken_file_takes_its_pods_away(tmp_path: Path, harness: Harness, case: str) -> None:
+    """pkg/kubelet/config/file.go extractFromDir: a file that cannot be read or decoded is
+    skipped, so its pod is not in the next complete set, and the kubelet kills it."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     write(manifests / "web.yaml", dump(pod("web")))
@@ -308,37 +376,39 @@ async def test_a_broken_file_keeps_its_last_good_pods(tmp_path: Path, harness: H
 
     error = await harness.error("web.yaml")
     assert error.startswith(f"{manifests}/web.yaml: ") and reason in error, error
-    await marker_is_next(harness, manifests)  # no DELETED came first
-    assert harness.cache.get(web.uid) is web
+    deleted = await harness.event()
+    assert (deleted.type, deleted.pod.uid) == (EventType.DELETED, web.uid)
+    await marker_is_next(harness, manifests)
     assert harness.errors.empty()  # reported once, though the marker made another scan
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
-async def test_an_unreadable_file_keeps_its_last_good_pods(tmp_path: Path, harness: Harness) -> None:
+async def test_an_unreadable_file_takes_its_pods_away(tmp_path: Path, harness: Harness) -> None:
     write(tmp_path / "web.yaml", dump(pod("web")))
     web = (await start(harness, tmp_path))["web-node-1"]
     (tmp_path / "web.yaml").chmod(0)
     assert "permission denied" in await harness.error("web.yaml")
-    assert harness.cache.get(web.uid) is web
+    assert harness.cache.get(web.uid) is None
 
 
 @pytest.mark.parametrize(
     ("cut", "reason"),
     [("", "empty file"), ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"na', "not valid JSON")],
 )
-async def test_a_half_written_file_changes_nothing(
+async def test_a_half_written_file_is_gone_until_it_is_whole(
     tmp_path: Path, harness: Harness, cut: str, reason: str
 ) -> None:
+    """As with the kubelet (which kills and restarts it): write manifests atomically."""
     whole = json.dumps(pod("web"))
     write(tmp_path / "web.json", whole)
     web = (await start(harness, tmp_path))["web-node-1"]
 
     (tmp_path / "web.json").write_text(cut)  # truncated, in place: a writer caught halfway
     assert "web.json" in await harness.error(reason)
+    assert (await harness.event()).type is EventType.DELETED
     (tmp_path / "web.json").write_text(whole)  # the writer finishes
-
-    await marker_is_next(harness, tmp_path)  # no DELETED, no ADDED for web before this
-    assert harness.cache.get(web.uid) is web
+    added = await harness.event()
+    assert (added.type, added.pod.uid) == (EventType.ADDED, web.uid)  # the same pod again
 
 
 # ---------------------------------------------------------------------------------------------
