@@ -319,6 +319,28 @@ class PodCache:
             return None
         return [e for e, _ in self._ring if e.revision > revision]
 
+    def snapshot_at(self, revision: int) -> Snapshot | None:
+        """The pods as they were at `revision`: the current ones with the ring's events after it
+        undone, newest first. None when the ring no longer reaches back that far (or the
+        revision is not of this process): exactly the window a watch can resume from, and no
+        memory besides the ring's."""
+        if revision == self.revision:
+            return self.snapshot()
+        after = self.events_since(revision)
+        if after is None:
+            return None
+        pods = {pod.uid: pod for pod in self.snapshot().pods}
+        for event in reversed(after):
+            if event.type is EventType.ADDED:
+                pods.pop(event.pod.uid, None)
+            elif event.type is EventType.DELETED:
+                pods[event.pod.uid] = event.pod  # the ring's DELETED holds the last state
+            elif event.type is EventType.MODIFIED and event.previous is not None:
+                pods[event.pod.uid] = event.previous
+            else:
+                return None
+        return Snapshot(revision, tuple(pods[uid] for uid in sorted(pods)))
+
     # -- writing: contributions to the policy, which places and merges; _settle serves -----
 
     def _replace(self, sink: SourceSink, pods: list[PodVersion]) -> None:

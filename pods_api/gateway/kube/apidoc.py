@@ -53,6 +53,7 @@ _STATUS_WHEN = {
     404: "NotFound",
     406: "NotAcceptable: only protobuf was acceptable",
     410: "Expired: the resourceVersion or continue token is older than what is kept",
+    422: "Invalid: ListOptions the API server's validation refuses, each field in details.causes",
     429: "TooManyRequests (Retry-After)",
     503: "ServiceUnavailable: the pod sources have not synced yet (Retry-After)",
     504: "Timeout: a resourceVersion newer than the cache's",
@@ -77,6 +78,6 @@ LIST_DOC = (
     "`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, or with `watch=1` newline-delimited "
     '`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}` events.'
 )
-LIST_RESPONSES = _responses(LIST_DOC, "io.k8s.api.core.v1.PodList", 400, 406, 410, 429, 503, 504)
+LIST_RESPONSES = _responses(LIST_DOC, "io.k8s.api.core.v1.PodList", 400, 406, 410, 422, 429, 503, 504)
 GET_RESPONSES = _responses("The Pod, or a Table.", "io.k8s.api.core.v1.Pod", 404, 406, 429, 503)
 DISCOVERY_RESPONSES = _responses("The discovery document.", None)

@@ -11,6 +11,7 @@ and answered by `respond`, the one handler the app installs for this view.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -39,6 +40,7 @@ _CODES: dict[int, Code] = {
     405: Code.UNIMPLEMENTED,
     406: Code.INVALID_ARGUMENT,
     410: Code.OUT_OF_RANGE,
+    422: Code.INVALID_ARGUMENT,
     429: Code.RESOURCE_EXHAUSTED,
     503: Code.UNAVAILABLE,
     504: Code.DEADLINE_EXCEEDED,
@@ -110,6 +112,43 @@ def not_found(name: str) -> KubeError:
 
 def bad_request(message: str) -> KubeError:
     return KubeError(400, "BadRequest", message)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One cause of a 422, as apimachinery's field.Error has it: its type (the cause's reason),
+    the field path, and the body its Error() prints after the path."""
+
+    reason: str
+    field: str
+    body: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body}"
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    return FieldError("FieldValueForbidden", path, f"Forbidden: {detail}")
+
+
+def not_supported(path: str, value: str, supported: tuple[str, ...]) -> FieldError:
+    quoted = ", ".join(orjson.dumps(v).decode() for v in supported)
+    body = f"Unsupported value: {orjson.dumps(value).decode()}: supported values: {quoted}"
+    return FieldError("FieldValueNotSupported", path, body)
+
+
+def invalid_list_options(causes: list[FieldError]) -> KubeError:
+    """The API server's 422 for ListOptions its validation refuses (apimachinery's
+    errors.NewInvalid over GroupKind meta.k8s.io/ListOptions, name ""): the message aggregates
+    the causes as utilerrors does (one alone, several in brackets, repeats once)."""
+    words = list(dict.fromkeys(str(cause) for cause in causes))
+    aggregated = words[0] if len(words) == 1 else f"[{', '.join(words)}]"
+    details = {
+        "group": "meta.k8s.io",
+        "kind": "ListOptions",
+        "causes": [{"reason": c.reason, "message": c.body, "field": c.field} for c in causes],
+    }
+    return KubeError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {aggregated}', details=details)
 
 
 def expired(message: str) -> KubeError:

@@ -1,9 +1,13 @@
 """List of the Kubernetes view (`GET /api/v1/pods`, `/api/v1/namespaces/{ns}/pods`): a PodList
 or a Table, paged by `limit` and `continue`, from the snapshot its resourceVersion names.
 
-Recent list snapshots are kept by revision, so a continue token or an Exact resourceVersion is
-served from the very snapshot it names while that is kept, and is 410 Expired after (the client
-lists again), as the API server does once etcd compacted the revision.
+A continue token or an exact resourceVersion (`resourceVersionMatch=Exact`, or the legacy
+`limit` with `resourceVersion=N`, as apiserver's cacher/delegator ShouldDelegateList reads them)
+is served from the pods as they were at that revision: a page's snapshot while it is among the
+SNAPSHOTS_KEPT, else the cache rebuilds it from its watch ring (PodCache.snapshot_at), so
+exactly as far back as a watch can resume (the ring's RING_SIZE events and RING_BYTES, no
+memory of its own). Past that it is 410 Expired and the client lists again, as the API server
+does once its watch cache no longer holds the revision.
 """
 
 from __future__ import annotations
@@ -38,14 +42,19 @@ class Lists:
         self.snapshots: OrderedDict[int, Snapshot] = OrderedDict()
 
     def respond(self, request: Request, namespace: str | None) -> Response:
-        view, media = params.view(request, namespace), params.accepted(request)
+        media, view = params.accepted(request), params.view(request, namespace)
         include = params.include(request) if media == params.TABLE else "Metadata"
         limit = params.count(request, "limit") or 0
-        snapshot, start = self.snapshot(request, request.query_params.get("continue"))
+        params.validate(request)
+        snapshot, start = self.snapshot(request, request.query_params.get("continue"), limit)
         chosen, remaining = kubeobjects.page(kubeobjects.in_key_order(snapshot, view), start, limit)
         token = kubeobjects.continue_token(snapshot.revision, chosen[-1]) if remaining else None
         if token is not None:
             self._keep(snapshot)
+        if _filtered(request):
+            # How many of the rest a selector would pass is not known without reading them
+            # all: the API server leaves the count out then (storage.PrepareContinueToken).
+            remaining = 0
         if media == params.TABLE:
             rows = [(p, p.revision) for p in chosen]
             body = kubeobjects.table(rows, snapshot.revision, include, continue_=token, remaining=remaining)
@@ -74,25 +83,22 @@ class Lists:
             lambda: kubeobjects.list_bytes(snapshot.revision, chosen, token, remaining),
         )
 
-    def snapshot(self, request: Request, token: str | None) -> tuple[Snapshot, Start]:
+    def snapshot(self, request: Request, token: str | None, limit: int) -> tuple[Snapshot, Start]:
         """The snapshot a list reads, and where its page starts, by resourceVersion semantics:
-        "" most recent; "0" any (the most recent); N with NotOlderThan (the default) at least N;
-        N with Exact exactly N (while kept); a continue token the snapshot it came from."""
+        "" most recent; "0" any (the most recent); N at least N (NotOlderThan, the default
+        without a limit); N exactly N (Exact, or the default with a limit); a continue token the
+        snapshot it came from."""
         revision, match = params.revision(request), params.revision_match(request)
-        if match and revision is None:
-            raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
-        if match == "Exact" and revision == 0:
-            raise bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
         if token:
-            if revision or match:
+            if revision:  # storage.ValidateListOptions: "0" may go with a continue token
                 raise bad_request("specifying resource version is not allowed when using continue")
             return self._continued(token)
-        return self._at(revision, match), None
+        exact = match == params.EXACT or (not match and limit > 0)
+        return self._at(revision, exact), None
 
     def _continued(self, token: str) -> tuple[Snapshot, Start]:
         at, start = kubeobjects.parse_continue(token)
-        current = self.core.cache.snapshot()
-        snapshot = current if at == current.revision else self.snapshots.get(at)
+        snapshot = self.snapshots.get(at) or self.core.cache.snapshot_at(at)
         if snapshot is None:
             raise expired(
                 "The provided continue parameter is too old to display a consistent list result. "
@@ -100,21 +106,28 @@ class Lists:
             )
         return snapshot, start
 
-    def _at(self, revision: int | None, match: str) -> Snapshot:
+    def _at(self, revision: int | None, exact: bool) -> Snapshot:
         current = self.core.cache.snapshot()
         if not revision:
             return current
         if revision > current.revision:
             raise too_large(revision, current.revision)
-        if match == "Exact" and revision != current.revision:
-            kept = self.snapshots.get(revision)
-            if kept is None:
-                raise expired(f"too old resource version: {revision} ({current.revision})")
-            return kept
-        return current
+        if not exact or revision == current.revision:
+            return current
+        then = self.snapshots.get(revision) or self.core.cache.snapshot_at(revision)
+        if then is None:
+            raise expired(f"too old resource version: {revision}")
+        return then
 
     def _keep(self, snapshot: Snapshot) -> None:
+        """Hold a paged list's snapshot for its continue tokens, the oldest let go first."""
         self.snapshots[snapshot.revision] = snapshot
         self.snapshots.move_to_end(snapshot.revision)
         while len(self.snapshots) > SNAPSHOTS_KEPT:
             self.snapshots.popitem(last=False)
+
+
+def _filtered(request: Request) -> bool:
+    """A label or field selector given (the namespace of the path is not one: upstream it is
+    the storage key's prefix, not the predicate)."""
+    return bool(request.query_params.get("labelSelector") or request.query_params.get("fieldSelector"))

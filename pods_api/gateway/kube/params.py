@@ -2,7 +2,10 @@
 non-negative integers, resourceVersion and its match, label and field selectors, `Accept` in the
 client's order, `includeObject`; and the answer rendered in the form it negotiated.
 
-Each reader raises a 400 Status (`bad_request`) naming the parameter and echoing the value.
+Each reader raises a 400 Status (`bad_request`) naming the parameter and echoing the value, as
+the API server's decoding of the query does; `validate` then refuses the combinations its
+ListOptions validation refuses, with a 422 Invalid naming each field (apimachinery's
+pkg/apis/meta/internalversion/validation ValidateListOptions).
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from pods_api.core.api.printer import IncludeObject
 from pods_api.core.query.selector import SelectorError, parse_selector
 from pods_api.core.query.view import View
 from pods_api.gateway import formats
-from pods_api.gateway.kube.errors import KubeError, bad_request
+from pods_api.gateway.kube.errors import (
+    FieldError,
+    KubeError,
+    bad_request,
+    forbidden,
+    invalid_list_options,
+    not_supported,
+)
 
 # The third form this view serves, beside formats.JSON and formats.YAML: a meta.k8s.io/v1 Table.
 TABLE = "table"
@@ -31,6 +41,8 @@ _NOT_ACCEPTABLE = (
 _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 _JSON_TYPES = ("application/json", "application/*", "*/*")
 _ZERO_Q = ("0", "0.0", "0.00", "0.000")
+EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
+_MATCH = "resourceVersionMatch"
 # A client's value is echoed in an error only this far: enough to recognise it, and a 1 MB
 # value never makes the Status itself large.
 ECHO_LIMIT = 128
@@ -81,14 +93,58 @@ def revision(request: Request) -> int | None:
 
 
 def revision_match(request: Request) -> str:
-    """resourceVersionMatch: "", "Exact" or "NotOlderThan"."""
-    match = request.query_params.get("resourceVersionMatch", "")
-    if match not in ("", "Exact", "NotOlderThan"):
-        raise bad_request(
-            f'resourceVersionMatch: Unsupported value: "{echo(match)}": '
-            'supported values: "Exact", "NotOlderThan"'
-        )
-    return match
+    """resourceVersionMatch as given ("" when absent); `validate` has refused other values."""
+    return request.query_params.get(_MATCH, "")
+
+
+def validate(request: Request) -> None:
+    """ListOptions as the API server validates them once decoded, a list's and a watch's apart
+    (by the `watch` parameter, as upstream, even on the /watch/ paths): 422 Invalid with every
+    refused field. The WatchList feature is on, as in every API server since 1.34."""
+    query = request.query_params
+    match, given, token = query.get(_MATCH, ""), query.get("resourceVersion", ""), query.get("continue", "")
+    initial = flag(request, "sendInitialEvents")
+    watch = flag(request, "watch") or False
+    causes = _watch_problems(match, initial, token) if watch else _list_problems(match, given, initial, token)
+    if causes:
+        raise invalid_list_options(causes)
+
+
+_NO_VERSION = "resourceVersionMatch is forbidden unless resourceVersion is provided"
+_WITH_CONTINUE = "resourceVersionMatch is forbidden when continue is provided"
+_EXACT_ZERO = 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+_INITIAL_NEEDS_MATCH = "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+_MATCH_NEEDS_INITIAL = "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+
+
+def _list_problems(match: str, given: str, initial: bool | None, token: str) -> list[FieldError]:
+    causes = []
+    if match:
+        if not given:
+            causes.append(forbidden(_MATCH, _NO_VERSION))
+        if token:
+            causes.append(forbidden(_MATCH, _WITH_CONTINUE))
+        if match not in (EXACT, NOT_OLDER_THAN):
+            causes.append(not_supported(_MATCH, echo(match), (EXACT, NOT_OLDER_THAN, "")))
+        if match == EXACT and given == "0":
+            causes.append(forbidden(_MATCH, _EXACT_ZERO))
+    if initial is not None:
+        causes.append(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    return causes
+
+
+def _watch_problems(match: str, initial: bool | None, token: str) -> list[FieldError]:
+    causes = []
+    if initial is not None and match != NOT_OLDER_THAN:
+        causes.append(forbidden(_MATCH, _INITIAL_NEEDS_MATCH))
+    if match:
+        if initial is None:
+            causes.append(forbidden(_MATCH, _MATCH_NEEDS_INITIAL))
+        if match != NOT_OLDER_THAN:
+            causes.append(not_supported(_MATCH, echo(match), (NOT_OLDER_THAN,)))
+        if token:
+            causes.append(forbidden(_MATCH, _WITH_CONTINUE))
+    return causes
 
 
 def view(request: Request, namespace: str | None) -> View:

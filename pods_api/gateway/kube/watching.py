@@ -36,7 +36,7 @@ from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers
 from pods_api.gateway import formats
 from pods_api.gateway.admission import Call
 from pods_api.gateway.kube import params
-from pods_api.gateway.kube.errors import KubeError, bad_request, expired, too_large
+from pods_api.gateway.kube.errors import KubeError, expired, too_large
 from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, error_event, pod_bytes, table
 
 log = logging.getLogger(__name__)
@@ -170,11 +170,11 @@ class WatchResponse(StreamingResponse):
 def respond(core: Core, request: Request, call: Call, namespace: str | None) -> Response:
     """The watch a request asks for, from where its resourceVersion and sendInitialEvents say."""
     view, media = params.view(request, namespace), params.accepted(request)
-    revision, match = params.revision(request), params.revision_match(request)
+    revision = params.revision(request)
     initial = params.flag(request, "sendInitialEvents")
     bookmarks = params.flag(request, "allowWatchBookmarks") or False
     timeout = params.count(request, "timeoutSeconds")
-    _check_initial_events(initial, match, bookmarks)
+    params.validate(request)
     current = core.cache.revision
     if revision and revision > current:
         raise too_large(revision, current)
@@ -185,7 +185,9 @@ def respond(core: Core, request: Request, call: Call, namespace: str | None) -> 
         if core.cache.events_since(revision) is None:
             return _expired(revision, current)
         since = revision
-    encoding = INITIAL_EVENTS if initial else JSON
+    # The end of the initial events is a BOOKMARK: only to a client that takes bookmarks
+    # (apiserver's cacher, as it decides whether to send that bookmark).
+    encoding = INITIAL_EVENTS if initial and bookmarks else JSON
     if media == params.TABLE:
         encoding = table_encoding(params.include(request))
     watch = _open(core, view, since)
@@ -199,28 +201,6 @@ def respond(core: Core, request: Request, call: Call, namespace: str | None) -> 
         headers_first=media == params.TABLE,
     )
     return WatchResponse(frames, watch)
-
-
-def _check_initial_events(initial: bool | None, match: str, bookmarks: bool) -> None:
-    """sendInitialEvents, resourceVersionMatch and allowWatchBookmarks, as the API server
-    validates them together."""
-    if initial is None:
-        if match:
-            raise bad_request(
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
-                "sendInitialEvents is provided"
-            )
-        return
-    if match != "NotOlderThan":
-        raise bad_request(
-            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless "
-            "resourceVersionMatch is set to NotOlderThan"
-        )
-    if initial and not bookmarks:
-        raise bad_request(
-            "allowWatchBookmarks: Forbidden: allowWatchBookmarks must be set to true when "
-            "sendInitialEvents is set to true"
-        )
 
 
 def _open(core: Core, view: View, since: int | None) -> Watch:

@@ -146,15 +146,17 @@ async def test_resource_version_semantics(gateway: Gateway) -> None:
         "/api/v1/pods", params={"resourceVersion": str(current), "resourceVersionMatch": "Exact"}
     )
     assert rv(exact.json()) == current
-    old = await get(
+    before = await get(
         "/api/v1/pods", params={"resourceVersion": str(current - 1), "resourceVersionMatch": "Exact"}
     )
+    assert rv(before.json()) == current - 1  # the pods before the last change, from the ring
+    old = await get("/api/v1/pods", params={"resourceVersion": "1", "resourceVersionMatch": "Exact"})
     assert old.status_code == 410 and status_of(old)["reason"] == "Expired"
     future = await get("/api/v1/pods", params={"resourceVersion": str(current + 5)})
     assert future.status_code == 504
     assert status_of(future)["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
     forbidden = await get("/api/v1/pods", params={"resourceVersionMatch": "NotOlderThan"})
-    assert forbidden.status_code == 400
+    assert forbidden.status_code == 422 and status_of(forbidden)["reason"] == "Invalid"
 
 
 async def test_errors_are_status_objects(gateway: Gateway) -> None:
@@ -343,7 +345,7 @@ async def test_watch_list_ends_initial_events_with_annotated_bookmark(gateway: G
     }
     assert int(end["resourceVersion"]) == gateway.core.cache.revision
     refused = await gateway.client.get("/api/v1/pods", params={"watch": "1", "sendInitialEvents": "true"})
-    assert refused.status_code == 400
+    assert refused.status_code == 422
 
 
 async def test_timeout_seconds_ends_the_watch(gateway: Gateway) -> None:

@@ -135,8 +135,9 @@ def test_routes_document_errors_and_the_event_stream() -> None:
     assert "404" in by_name["responses"]
     assert listing["responses"]["429"]["headers"]["Retry-After"]["schema"] == {"type": "integer"}
     assert listing["responses"]["503"]["content"]["application/json"]["schema"] == {"$ref": SCHEMAS + "Error"}
-    for path in doc["paths"].values():
-        assert "422" not in path["get"]["responses"]
+    for path in doc["paths"].values():  # no FastAPI validation error: only the Kubernetes Status
+        invalid = path["get"]["responses"].get("422")
+        assert invalid is None or invalid["description"].startswith("Invalid: ListOptions"), invalid
     assert "HTTPValidationError" not in doc["components"]["schemas"]
 
 

@@ -164,6 +164,31 @@ def test_the_ring_is_bounded_by_the_bytes_its_events_keep_alive() -> None:
     assert cache.events_since(cache.revision - 4) is None
 
 
+def test_a_recent_revision_is_rebuilt_from_the_ring_as_it_was() -> None:
+    cache = PodCache(WatchHub(capacity=100, max_watchers=1), ring_size=4)
+    sink = cache.source("a")
+    sink.replace([pod("1"), pod("2")])
+    then = cache.snapshot()
+    sink.upsert(pod("1", "Failed"))  # MODIFIED
+    sink.delete("2")  # DELETED
+    sink.upsert(pod("3"))  # ADDED
+    rebuilt = cache.snapshot_at(then.revision)
+    assert rebuilt is not None and rebuilt.revision == then.revision
+    assert rebuilt.pods == then.pods  # the very versions, with the revisions they were served at
+    assert [p.revision for p in rebuilt.pods] == [p.revision for p in then.pods]
+    assert cache.snapshot_at(cache.revision) is cache.snapshot()
+    middle = cache.snapshot_at(then.revision + 1)
+    assert middle is not None and [(p.uid, p.json["status"]["phase"]) for p in middle.pods] == [
+        ("1", "Failed"),
+        ("2", "Running"),
+    ]
+    sink.upsert(pod("3", "Failed"))
+    sink.upsert(pod("3", "Pending"))  # the ring (4 events) no longer reaches back to `then`
+    assert cache.snapshot_at(then.revision) is None
+    assert cache.snapshot_at(cache.revision - 4) is not None
+    assert cache.snapshot_at(cache.revision + 1) is None  # from the future
+
+
 def test_ready_only_when_every_gate_is_open() -> None:
     cache, _ = new_cache()
     seen: list[bool] = []
