@@ -89,7 +89,9 @@ def load_all(text: bytes) -> list[Any]:
             assert node is not None  # check_node said there is one
             try:
                 docs.append(build(loader, node))
-            except _Unusual:
+            except (_Unusual, ValueError, TypeError, KeyError, AttributeError):
+                # A scalar that does not fit its tag (`!!int yes`): PyYAML's own constructor
+                # says so in its own words, which differ between PyYAML releases.
                 docs.append(loader.construct_document(node))
         return docs
     finally:

@@ -220,10 +220,16 @@ def _check_expansion(doc: Any, origin: str) -> None:
             )
 
 
+# libyaml 0.2.5 as PyYAML >= 6.0.4 builds it refuses deep nesting itself, before any value is
+# made; older builds leave it to Python's stack (the RecursionError above). One message for both.
+_DEPTH_PROBLEM = "maximum nesting depth"
+
+
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
-        return f"not valid YAML: {exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
+        problem = "nested too deeply" if _DEPTH_PROBLEM in (exc.problem or "") else exc.problem
+        return f"not valid YAML: {problem} at line {mark.line + 1}, column {mark.column + 1}"
     return "not valid YAML: " + " ".join(str(exc).split())
 
 
