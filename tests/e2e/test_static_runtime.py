@@ -67,12 +67,10 @@ def run_static(
 
 def running_under(uid: str) -> Callable[[int, dict[str, Any]], bool]:
     def want(kind: int, p: dict[str, Any]) -> bool:
+        if kind not in (ADDED, MODIFIED) or p["metadata"]["uid"] != uid:
+            return False  # a DELETED carries only the pod's identity
         statuses = p["status"].get("containerStatuses") or [{}]
-        return (
-            kind in (ADDED, MODIFIED)
-            and p["metadata"]["uid"] == uid
-            and "running" in statuses[0].get("state", {})
-        )
+        return "running" in statuses[0].get("state", {})
 
     return want
 
