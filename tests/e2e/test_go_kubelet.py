@@ -1,0 +1,203 @@
+"""pods-api as a node agent built against the kubelet's own Go module sees it: the conformance
+client (tests/go/kubelet/cmd/conformance, k8s.io/kubelet's v1alpha1 stubs and k8s.io/api's
+v1.Pod) against a real `pods-api serve`. The event numbers, the DELETED without a stale end
+state, the statuses and the mask are as upstream's code reads them, not as our generated
+modules do. The test writes the fixture files; the Go program prints what it received."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from gobuild import go
+from golines import Lines, run
+from repo import DOCS, ROOT
+from samples import make_pod
+from serve import TIMEOUT, Served, serving
+
+pytestmark = pytest.mark.needs_go
+
+PODS = {"db": "uid-a", "web": "uid-b", "cache": "uid-c"}
+
+
+def write(directory: Path, name: str, pod: dict[str, Any]) -> None:
+    """Atomically, as editors do, so that the server sees one change."""
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", **pod}))
+    tmp.replace(directory / f"{name}.yaml")
+
+
+@pytest.fixture
+def conformance(go_build: Callable[[str, str], Path]) -> Path:
+    return go_build("kubelet", "./cmd/conformance")
+
+
+@pytest.fixture
+def fixtures(tmp_path: Path) -> Path:
+    directory = tmp_path / "fixtures"
+    directory.mkdir()
+    for name, uid in PODS.items():
+        write(directory, name, make_pod(name, uid))
+    return directory
+
+
+@pytest.fixture
+def served(tmp_path: Path, fixtures: Path) -> Iterator[Served]:
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as server:
+        yield server
+
+
+def ask(conformance: Path, served: Served, *args: str) -> dict[str, Any]:
+    """The one line a List, Get or burst prints."""
+    code, lines, err = run(conformance, "-socket", str(served.socket), *args)
+    assert len(lines) == 1, err
+    assert code == (1 if lines[0]["kind"] == "error" else 0), err
+    return lines[0]
+
+
+def test_list_and_get_decode_with_v1_pod_unmarshal(conformance: Path, served: Served) -> None:
+    listed = ask(conformance, served, "list")
+    assert listed["kind"] == "list"
+    assert sorted((p["name"], p["uid"]) for p in listed["pods"]) == sorted(PODS.items())
+    for pod in listed["pods"]:  # Go's own JSON of the v1.Pod it decoded
+        assert pod["pod"]["status"]["phase"] == "Running"
+        assert pod["pod"]["spec"]["containers"][0]["image"] == f"shop/{pod['name']}:1"
+        assert pod["pod"]["metadata"]["labels"] == {"app": pod["name"]}
+    got = ask(conformance, served, "get", "uid-b")
+    assert (got["kind"], got["pod"]["name"], got["pod"]["raw"]) == (
+        "get",
+        "web",
+        next(p["raw"] for p in listed["pods"] if p["uid"] == "uid-b"),
+    )
+    assert ask(conformance, served, "get", "no-such-uid")["code"] == "NotFound"
+
+
+@pytest.mark.parametrize("api", ["kubelet", "doc", "lookup"])
+def test_watch_through_an_add_a_modify_and_a_delete(
+    conformance: Path, served: Served, fixtures: Path, api: str
+) -> None:
+    """The released numbers on both contracts and on PodLookup's watch; a DELETED with only the
+    pod's identity on the kubelet's contracts, its last state on our lookup watch."""
+    with Lines(conformance, "-socket", str(served.socket), "-api", api, "watch") as watch:
+        start = watch.take(len(PODS) + 1)
+        assert [(e["type"], e["number"]) for e in start] == [("ADDED", 1)] * len(PODS) + [
+            ("INITIAL_SYNC_COMPLETE", 4)
+        ]
+        assert sorted(e["pod"]["uid"] for e in start[:-1]) == sorted(PODS.values())
+        assert start[-1]["pod"] is None  # INITIAL_SYNC_COMPLETE carries no pod
+
+        write(fixtures, "api", make_pod("api", "uid-d"))
+        added = watch.next()
+        assert (added["type"], added["number"], added["pod"]["uid"]) == ("ADDED", 1, "uid-d")
+
+        write(fixtures, "web", make_pod("web", "uid-b", "Failed"))
+        modified = watch.next()
+        assert (modified["type"], modified["number"], modified["pod"]["uid"]) == ("MODIFIED", 2, "uid-b")
+        assert modified["pod"]["pod"]["status"]["phase"] == "Failed"
+
+        (fixtures / "db.yaml").unlink()
+        deleted = watch.next()
+        assert (deleted["type"], deleted["number"]) == ("DELETED", 3)
+        pod = deleted["pod"]
+        assert (pod["namespace"], pod["name"], pod["uid"]) == ("shop", "db", "uid-a")
+        if api == "lookup":
+            assert not pod["identityOnly"] and pod["pod"]["status"]["phase"] == "Running"
+        else:
+            assert pod["identityOnly"], pod["pod"]
+
+
+def test_a_masked_list_and_watch_carry_only_the_mask_and_the_identity(
+    conformance: Path, served: Served
+) -> None:
+    listed = ask(conformance, served, "-mask", "status.phase", "list")
+    for pod in listed["pods"]:
+        assert pod["pod"]["status"] == {"phase": "Running"}
+        assert pod["pod"]["spec"] == {"containers": None}  # Go's JSON of an empty PodSpec
+        meta = pod["pod"]["metadata"]
+        assert {k: v for k, v in meta.items() if v is not None} == {
+            "name": pod["name"],
+            "namespace": "shop",
+            "uid": pod["uid"],
+        }
+    with Lines(conformance, "-socket", str(served.socket), "-mask", "status.podIPs", "watch") as watch:
+        first = watch.next()
+        assert first["pod"]["pod"]["status"] == {"podIPs": [{"ip": "10.1.0.7"}]}
+
+
+def test_failed_precondition_until_the_sources_have_synced(
+    conformance: Path, tmp_path: Path, fixtures: Path
+) -> None:
+    with serving(
+        tmp_path / "run", "--fixtures", str(fixtures), "--ready-delay", "600", ready=False
+    ) as served:
+        for args in (["list"], ["get", "uid-a"], ["watch"]):
+            failed = ask(conformance, served, *args)
+            assert (failed["kind"], failed["code"]) == ("error", "FailedPrecondition"), args
+
+
+def test_resource_exhausted_past_the_burst(conformance: Path, tmp_path: Path, fixtures: Path) -> None:
+    # 0.01 per second: no token comes back while the ten calls run.
+    with serving(tmp_path / "run", "--fixtures", str(fixtures), "--qps", "0.01", "--burst", "3") as served:
+        burst = ask(conformance, served, "burst", "10")
+        assert burst["codes"] == {"OK": 3, "ResourceExhausted": 7}
+
+
+# -- docs/clients.md's Go example ----------------------------------------------------------------
+
+EXAMPLE = ROOT / "tests" / "go" / "kubelet" / "cmd" / "example" / "main.go"
+
+
+def test_the_go_example_is_shown_verbatim() -> None:
+    text = (DOCS / "clients.md").read_text()
+    block = re.search(r"## From Go \(the kubelet's client\)\n.*?```go\n(.*?)```", text, re.S)
+    assert block is not None, "docs/clients.md has no Go example"
+    assert block.group(1) == EXAMPLE.read_text()
+
+
+def test_the_go_example_lists_and_watches(
+    go_build: Callable[[str, str], Path], served: Served, fixtures: Path
+) -> None:
+    example = go_build("kubelet", "./cmd/example")
+    proc = subprocess.Popen([str(example), str(served.socket)], stdout=subprocess.PIPE, text=True)
+    guard = threading.Timer(TIMEOUT, proc.kill)  # a safety net: every line below comes at once
+    guard.start()
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(2 * len(PODS) + 1)]
+        listed = sorted(f"shop {name} Running" for name in PODS)
+        assert sorted(lines[: len(PODS)]) == listed
+        assert sorted(lines[len(PODS) : -1]) == [f"ADDED {line}" for line in listed]
+        assert lines[-1] == "INITIAL_SYNC_COMPLETE"
+        (fixtures / "web.yaml").unlink()
+        assert proc.stdout.readline().strip() == "DELETED shop web"  # no phase: only the identity
+    finally:
+        guard.cancel()
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_the_documented_module_versions_are_the_ones_built() -> None:
+    """docs/clients.md names the k8s.io/kubelet and k8s.io/api versions go.mod pins, and shows
+    how to check them (the block's first command, run here; the second asks the module proxy)."""
+    done = subprocess.run(
+        [go(), "list", "-m", "k8s.io/kubelet", "k8s.io/api"],
+        cwd=EXAMPLE.parents[2],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "GOFLAGS": "-mod=readonly"},
+    )
+    assert done.returncode == 0, done.stderr
+    versions = dict(line.split() for line in done.stdout.splitlines())
+    text = (DOCS / "clients.md").read_text()
+    assert f"**`k8s.io/kubelet` {versions['k8s.io/kubelet']}**" in text
+    assert f"`k8s.io/api` {versions['k8s.io/api']}" in text
