@@ -1,5 +1,5 @@
-"""`python -m bench [all|source|requests|sse|fanout|memory|startup] [--quick] [--sweep]`: the
-workloads of BENCHMARKS.md (W1, W3-W6), each beside a floor measured in the same run; prints a
+"""`python -m bench [all|source|requests|lists|sse|fanout|memory|startup|starved] [--quick] [--sweep]`:
+the workloads of BENCHMARKS.md (W1, W3-W7), each beside a floor measured in the same run; prints a
 table and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
 `--sweep` runs W4's rate sweep instead of its fixed rate."""
 
@@ -38,6 +38,11 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
+    # W3 extended: the unmasked Lists of every surface, up to 5,000 pods (past the 16 MiB memo).
+    "lists": (
+        {"counts": [1000, 5000], "seconds": 3.0, "repeats": 2},
+        {"counts": [110], "seconds": 0.5, "repeats": 1},
+    ),
     "httpmetrics": (
         {"count": 110, "requests": 3000, "rounds": 5},
         {"count": 110, "requests": 200, "rounds": 1},
@@ -56,6 +61,27 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "repeats": 2,
         },
         {"count": 110, "grpc_watchers": 10, "sse_watchers": 3, "rate": 10.0, "seconds": 3.0, "repeats": 1},
+    ),
+    # W7: W4 with each server pinned to a CPU beside busy loops (a fifth of a core for it).
+    "starved": (
+        {
+            "count": 1000,
+            "grpc_watchers": 200,
+            "sse_watchers": 50,
+            "rate": 100.0,
+            "seconds": 20.0,
+            "repeats": 2,
+            "busy": 4,
+        },
+        {
+            "count": 110,
+            "grpc_watchers": 10,
+            "sse_watchers": 3,
+            "rate": 20.0,
+            "seconds": 2.0,
+            "repeats": 1,
+            "busy": 2,
+        },
     ),
 }
 # W4's rate sweep (`fanout --sweep`), (full, quick): rates a factor of about sqrt(2) apart, 10 s
@@ -76,9 +102,11 @@ RUNNERS = {
     "startup": workloads.startup,
     "memory": memory.run,
     "requests": workloads.requests,
+    "lists": workloads.lists,
     "httpmetrics": httpmetrics.run,
     "fanout": fanout.run,
     "sse": sse.run,
+    "starved": fanout.starved,
 }
 
 
@@ -106,6 +134,11 @@ def table(results: dict[str, Any]) -> list[str]:
             if r["variant"] != "floor":
                 name = f"W3 HTTP {r['route']} in process"
                 row(name, f"µs/request, {r['variant']}"[:30], r["us_per_request"], r["floor_us"])
+    if "lists" in results:
+        for r in results["lists"]:
+            name = f"W3 {r['pods']} pods {r['surface']} {r['call']}"
+            row(name, "calls/s", r["ours_per_s"], r["floor_per_s"])
+            row(name, "server CPU µs/call", r["ours_cpu_us"], r["floor_cpu_us"])
     if "sse" in results:
         r = results["sse"]
         name = f"W4 SSE {r['watchers']} w {r['rate']:g}/s"
@@ -125,6 +158,23 @@ def table(results: dict[str, Any]) -> list[str]:
             "client_cpu_share",
         ):
             row(name, key, o[key], f[key])
+    if "starved" in results:
+        r = results["starved"]
+        name = f"W7 starved {r['grpc_watchers']}+{r['sse_watchers']} w {r['rate']:g}/s"
+        o, f = r["ours"], r["floor"]
+        for key in (
+            "cut_off",
+            "frames",
+            "lost",
+            "coalesced",
+            "converged",
+            "converge_p50_s",
+            "converge_max_s",
+            "server_cpu_us_per_frame",
+            "server_cpu_share",
+        ):
+            ours, floor = (float("nan") if v is None else v for v in (o[key], f[key]))
+            row(name, key, ours, floor)
     if "fanout_sweep" in results:
         r = results["fanout_sweep"]
         name = f"W4 sweep {r['grpc_watchers']}+{r['sse_watchers']} w {r['seconds']:g} s"

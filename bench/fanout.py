@@ -46,6 +46,7 @@ import grpc
 import httpx
 
 from bench import pods
+from bench import starve as starve_module
 from bench.serve import HERE, wait_line
 from bench.server import CHANNEL_OPTIONS, cpu_seconds, serving, until_serving
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
@@ -134,16 +135,27 @@ class _Watchers:
             elif time.monotonic() - quiet_since >= DRAIN_STALL:
                 return
 
-    async def collect(self, stamps: list[int]) -> dict[str, Any]:
+    async def collect(
+        self, stamps: list[int], final: list[int] | None = None, stopped_ns: int = 0
+    ) -> dict[str, Any]:
         """Once every open watcher has every write in `stamps` (or they stopped coming): the
-        phase's figures. Then forget the phase."""
-        self.expected = frozenset(stamps)
+        phase's figures. Then forget the phase. With `final` (each file's last write), a watcher
+        is owed only those: one that coalesces reaches the current state without every version;
+        `converge_s` is when each open watcher had them all, after `stopped_ns` (the last write)."""
+        owed_of = frozenset(final) if final is not None else frozenset(stamps)
+        self.expected = owed_of
         self.owed = {}
         for i in self.synced:
-            missing = len(self.expected) - sum(1 for s in self.arrivals[i] if s in self.expected)
+            missing = len(owed_of) - sum(1 for s in self.arrivals[i] if s in owed_of)
             if missing:
                 self.owed[i] = missing
         await self.drain()
+        self.expected = frozenset(stamps)
+        converge = [
+            max(0, max(self.arrivals[i][s] for s in owed_of) - stopped_ns) / 1e9
+            for i in self.synced
+            if final is not None and owed_of and all(s in self.arrivals[i] for s in owed_of)
+        ]
         delays = array.array("d")
         lost = 0
         for i in range(self.count):
@@ -155,6 +167,7 @@ class _Watchers:
         # Whether a write was published at all only shows while some watcher here is open.
         unpublished = len(self.expected) - len(reached) if self.synced else None
         result = {
+            "converge_s": converge,
             "delays_ms": delays.tobytes(),
             "open": len(self.synced),
             "cut_off": dict(self.ended),
@@ -325,21 +338,41 @@ class _Side:
     def open(self) -> dict[str, Any]:
         return self.ask("open")
 
-    def phase(self, rate: float, seconds: float) -> dict[str, Any]:
-        """Writes at `rate` for `seconds`, then every open watcher's figures once they have them."""
+    def coalesced(self) -> float:
+        """Ours' count of events coalesced for watchers that were behind (core/store/watch.py)."""
+        if self.metrics is None:
+            return float("nan")
+        found = re.search(
+            rb"^pods_api_watch_events_coalesced_total (\S+)$", httpx.get(self.metrics).content, re.M
+        )
+        return float(found[1]) if found else float("nan")
+
+    def phase(self, rate: float, seconds: float, converge: bool = False) -> dict[str, Any]:
+        """Writes at `rate` for `seconds`, then every open watcher's figures once they have them.
+        With `converge`, a watcher is waited for only until it has each file's last write (the
+        current state), and how long after the last write that took is measured."""
         opened = self.open()
         taken = self.taken()
+        coalesced = self.coalesced()
         server, client, started = cpu_seconds(self.server_pid), self.client_cpu(), time.monotonic()
         box: list[tuple[list[int], float]] = []
         writer = threading.Thread(target=lambda: box.append(_write(self.templates, rate, seconds)))
         writer.start()
         writer.join()
         stamps, took = box[0]
-        got = self.ask("collect", stamps)
+        stopped_ns = time.time_ns()
+        final = stamps[-len(self.templates) :] if converge else None
+        got = self.ask("collect", stamps, final, stopped_ns)
         server = cpu_seconds(self.server_pid) - server
         client = self.client_cpu() - client
         wall = time.monotonic() - started
         out = _figures(self.name, rate, seconds, took, wall, len(stamps), opened, got, server, client)
+        out["coalesced"] = self.coalesced() - coalesced
+        if converge:
+            times = sorted(t for r in got.values() for t in r["converge_s"])
+            out["converged"] = len(times)
+            out["converge_p50_s"] = _percentile(times, 0.5)
+            out["converge_max_s"] = times[-1] if times else float("nan")
         if taken:
             after = self.taken()
             counts = {le: after[le] - taken.get(le, 0.0) for le in after}
@@ -416,11 +449,15 @@ def _figures(
 
 
 @contextlib.contextmanager
-def _sides(count: int, grpc_watchers: int, sse_watchers: int, fmt: str) -> Iterator[dict[str, _Side]]:
+def _sides(
+    count: int, grpc_watchers: int, sse_watchers: int, fmt: str, starve: int = 0
+) -> Iterator[dict[str, _Side]]:
     """Ours and the floor, up together, each with its own copy of `count` fixture files (`fmt`:
-    yaml or json) and its own watcher processes, all watches open and past their start."""
+    yaml or json) and its own watcher processes, all watches open and past their start. With
+    `starve`, both servers run pinned to one CPU beside that many busy loops (bench/starve.py)."""
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        pinned = stack.enter_context(starve_module.busy_cpu(starve))
         root = Path(tmp)
         pods.write(root / "ours", count, kind="fixture", fmt=fmt)
         shutil.copytree(root / "ours", root / "floor")
@@ -429,11 +466,25 @@ def _sides(count: int, grpc_watchers: int, sse_watchers: int, fmt: str) -> Itera
             port = probe.getsockname()[1]
         metrics = ("--metrics-listen", f"127.0.0.1:{port}")
         ours = stack.enter_context(
-            serving(root / "run", "--fixtures", str(root / "ours"), "--max-watchers", "2000", *metrics)
+            serving(
+                root / "run",
+                "--fixtures",
+                str(root / "ours"),
+                "--max-watchers",
+                "2000",
+                *metrics,
+                prefix=pinned,
+            )
         )
         (root / "floor-run").mkdir()
         floor = subprocess.Popen(
-            [sys.executable, str(HERE / "fanout_floor.py"), str(root / "floor"), str(root / "floor-run")],
+            [
+                *pinned,
+                sys.executable,
+                str(HERE / "fanout_floor.py"),
+                str(root / "floor"),
+                str(root / "floor-run"),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -523,6 +574,54 @@ def run(
     }
     for name, results in phases.items():
         out[name] = {key: _median([r[key] for r in results]) for key in _MEDIANS}
+        out[name]["phases"] = results
+    return out
+
+
+_STARVED = (
+    "cut_off",
+    "frames",
+    "frames_per_s",
+    "lost",
+    "coalesced",
+    "converged",
+    "converge_p50_s",
+    "converge_max_s",
+    "server_cpu_share",
+    "server_cpu_us_per_frame",
+    "watchers",
+)
+
+
+def starved(
+    count: int,
+    grpc_watchers: int,
+    sse_watchers: int,
+    rate: float,
+    seconds: float,
+    repeats: int,
+    busy: int,
+) -> dict[str, Any]:
+    """W7: W4 with both servers pinned to one CPU beside `busy` busy loops. Per side: watches cut
+    off, frames delivered (and writes never delivered: `lost`, coalesced away for ours), events
+    coalesced, server CPU per frame, and how long after the last write each open watcher had
+    every file's last write (the current state)."""
+    phases: dict[str, list[dict[str, Any]]] = {"ours": [], "floor": []}
+    with _sides(count, grpc_watchers, sse_watchers, "yaml", starve=busy) as sides:
+        for _ in range(repeats):
+            for name, side in sides.items():
+                phases[name].append(side.phase(rate, seconds, converge=True))
+    out: dict[str, Any] = {
+        "pods": count,
+        "grpc_watchers": grpc_watchers,
+        "sse_watchers": sse_watchers,
+        "rate": rate,
+        "seconds": seconds,
+        "repeats": repeats,
+        "busy_loops": busy,
+    }
+    for name, results in phases.items():
+        out[name] = {key: _median([r.get(key) for r in results]) for key in _STARVED}
         out[name]["phases"] = results
     return out
 

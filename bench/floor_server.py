@@ -2,7 +2,7 @@
 under uvicorn, each answering List and Get with one fixed bytes object and doing nothing else.
 Same libraries and socket kinds as pods-api, none of its work.
 
-    python bench/floor_server.py DIR   (reads DIR/{grpc,http}-{list,get}.bin, serves DIR/floor*.sock)
+    python bench/floor_server.py DIR   (reads DIR/<surface>-<call>.bin, serves DIR/floor*.sock)
 """
 
 from __future__ import annotations
@@ -14,15 +14,26 @@ from pathlib import Path
 
 import grpc
 import uvicorn
+from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+_ONE_OF_EACH = {
+    "grpc-list": ("gRPC-List", "gRPC-masked-List"),
+    "grpc-get": ("gRPC-Get",),
+    "http-list": ("HTTP-List", "HTTP-masked-List"),
+    "http-get": ("HTTP-Get",),
+}
 
-def grpc_server(list_bytes: bytes, get_bytes: bytes) -> grpc.aio.Server:
+
+def grpc_server(read: dict[str, bytes]) -> grpc.aio.Server:
+    get_bytes = read.get("gRPC-Get", b"")
+
     async def list_pods(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        return list_bytes
+        masked = any(k == "x-kubernetes-fieldmask" for k, _ in context.invocation_metadata() or ())
+        return read.get("gRPC-masked-List" if masked else "gRPC-List", b"")
 
     async def get_pod(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return get_bytes
@@ -36,27 +47,47 @@ def grpc_server(list_bytes: bytes, get_bytes: bytes) -> grpc.aio.Server:
     return server
 
 
-def http_app(list_bytes: bytes, get_bytes: bytes) -> Starlette:
+def http_app(read: dict[str, bytes]) -> Starlette:
     async def list_pods(request: Request) -> Response:
-        return Response(list_bytes, media_type="application/json")
+        name = "HTTP-masked-List" if "fields" in request.query_params else "HTTP-List"
+        return Response(read.get(name, b""), media_type="application/json")
+
+    async def kube_list(request: Request) -> Response:
+        name = "HTTP-kube-Table" if "as=Table" in request.headers.get("accept", "") else "HTTP-kube-List"
+        return Response(read.get(name, b""), media_type="application/json")
 
     async def get_pod(request: Request) -> Response:
-        return Response(get_bytes, media_type="application/json")
+        return Response(read.get("HTTP-Get", b""), media_type="application/json")
 
-    return Starlette(routes=[Route("/v1/pods", list_pods), Route("/v1/pods/{uid}", get_pod)])
+    routes = [
+        Route("/v1/pods", list_pods),
+        Route("/v1/pods/{uid}", get_pod),
+        Route("/api/v1/pods", kube_list),
+    ]
+    app = Starlette(routes=routes)
+    # The gateway's metrics layer (gateway/httpmetrics.py uses the same library), so that the
+    # library's own cost per request is not counted against pods-api.
+    Instrumentator().instrument(app)
+    return app
+
+
+def _read(directory: Path) -> dict[str, bytes]:
+    return {path.stem: path.read_bytes() for path in directory.glob("*.bin")}
 
 
 async def main(directory: Path) -> None:
-    read = {
-        name: (directory / f"{name}.bin").read_bytes()
-        for name in ("grpc-list", "grpc-get", "http-list", "http-get")
-    }
-    server = grpc_server(read["grpc-list"], read["grpc-get"])
+    read = _read(directory)
+    # bench/serve.py and bench/memory.py name one List and one Get per surface.
+    for old, names in _ONE_OF_EACH.items():
+        if old in read:
+            for name in names:
+                read.setdefault(name, read[old])
+    server = grpc_server(read)
     server.add_insecure_port(f"unix:{directory / 'floor.sock'}")
     await server.start()
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(directory / "floor-http.sock"))
-    config = uvicorn.Config(http_app(read["http-list"], read["http-get"]), log_config=None, access_log=False)
+    config = uvicorn.Config(http_app(read), log_config=None, access_log=False)
     http = asyncio.create_task(uvicorn.Server(config).serve(sockets=[sock]))
     print("ready", flush=True)
     await asyncio.gather(server.wait_for_termination(), http)

@@ -66,8 +66,9 @@ async def until_serving(target: str, patience: float = 600) -> None:
 
 
 @contextlib.contextmanager
-def serving(run: Path, *args: str) -> Iterator[Served]:
-    command = [PODS_API, "serve", "--run-dir", str(run), "--node-name", "bench", "--qps", "0", *args]
+def serving(run: Path, *args: str, prefix: tuple[str, ...] = ()) -> Iterator[Served]:
+    """`prefix` runs the server under another command (bench/starve.py pins it to a busy CPU)."""
+    command = [*prefix, PODS_API, "serve", "--run-dir", str(run), "--node-name", "bench", "--qps", "0", *args]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield Served(proc, run, time.monotonic())

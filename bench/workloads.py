@@ -114,12 +114,25 @@ async def _rate(one: Any, seconds: float) -> float:
     return done / seconds
 
 
+KUBE_TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+# What each W3 call asks: gRPC (method, request, metadata) or HTTP (path, params, headers).
+_GRPC_CALLS: dict[str, tuple[str, bytes, Any]] = {
+    "Get": ("GetPod", api.GetPodRequest(podUID=UID).SerializeToString(), None),
+    "masked List": ("ListPods", b"", (("x-kubernetes-fieldmask", MASK),)),
+    "List": ("ListPods", b"", None),
+}
+_HTTP_CALLS: dict[str, tuple[str, dict[str, str] | None, dict[str, str] | None]] = {
+    "Get": (f"/v1/pods/{UID}", None, None),
+    "masked List": ("/v1/pods", {"fields": MASK}, None),
+    "List": ("/v1/pods", None, None),
+    "kube List": ("/api/v1/pods", None, {"accept": "application/json"}),
+    "kube Table": ("/api/v1/pods", None, {"accept": KUBE_TABLE}),
+}
+
+
 async def _grpc_calls(target: str, call: str, seconds: float, pid: int) -> tuple[float, float]:
     async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
-        if call == "Get":
-            method, request, metadata = "GetPod", api.GetPodRequest(podUID=UID).SerializeToString(), None
-        else:
-            method, request, metadata = "ListPods", b"", (("x-kubernetes-fieldmask", MASK),)
+        method, request, metadata = _GRPC_CALLS[call]
         stub = channel.unary_unary(f"/v1alpha1.Pods/{method}")
 
         async def one() -> bytes:
@@ -133,11 +146,11 @@ async def _grpc_calls(target: str, call: str, seconds: float, pid: int) -> tuple
 
 async def _http_calls(socket_path: str, call: str, seconds: float, pid: int) -> tuple[float, float]:
     transport = httpx.AsyncHTTPTransport(uds=socket_path)
-    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
-        path, params = (f"/v1/pods/{UID}", None) if call == "Get" else ("/v1/pods", {"fields": MASK})
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=120) as client:
+        path, params, headers = _HTTP_CALLS[call]
 
         async def one() -> bytes:
-            response = await client.get(path, params=params)
+            response = await client.get(path, params=params, headers=headers)
             response.raise_for_status()
             return response.content
 
@@ -146,36 +159,39 @@ async def _http_calls(socket_path: str, call: str, seconds: float, pid: int) -> 
         return rate, (cpu_seconds(pid) - cpu) / (rate * seconds)
 
 
-def requests(count: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
-    """Calls per second and server CPU per call, ours and a bare grpc.aio / Starlette floor
-    serving the very bytes ours returned, interleaved (bench/floor_server.py)."""
+async def _bodies(target: str, http: str, calls: list[tuple[str, str]]) -> dict[str, bytes]:
+    """What ours answers to each (surface, call), for the floor to serve as it is."""
+    out = {}
+    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+        for surface, call in calls:
+            if surface == "gRPC":
+                method, request, metadata = _GRPC_CALLS[call]
+                stub = channel.unary_unary(f"/v1alpha1.Pods/{method}")
+                out[f"{surface} {call}"] = await stub(request, metadata=metadata)
+    transport = httpx.AsyncHTTPTransport(uds=http)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=120) as client:
+        for surface, call in calls:
+            if surface == "HTTP":
+                path, params, headers = _HTTP_CALLS[call]
+                out[f"{surface} {call}"] = (await client.get(path, params=params, headers=headers)).content
+    return out
+
+
+def _measure(
+    count: int, seconds: float, repeats: int, calls: list[tuple[str, str]], fmt: str = "json"
+) -> list[dict[str, Any]]:
+    """Calls per second and server CPU per call for each (surface, call), ours against a bare
+    grpc.aio / Starlette floor serving the very bytes ours returned, interleaved."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         directory = root / "fixtures"
-        pods.write(directory, count, kind="fixture", fmt="json")
+        pods.write(directory, count, kind="fixture", fmt=fmt)
         with serving(root / "run", "--fixtures", str(directory)) as s:
-            asyncio.run(until_serving(s.target))
-            grpc_list, http_list = asyncio.run(_lists(s.target, s.http, mask=True))
-
-            async def gets() -> tuple[bytes, bytes]:
-                async with grpc.aio.insecure_channel(s.target) as channel:
-                    got = await channel.unary_unary("/v1alpha1.Pods/GetPod")(
-                        api.GetPodRequest(podUID=UID).SerializeToString()
-                    )
-                async with httpx.AsyncClient(
-                    transport=httpx.AsyncHTTPTransport(uds=s.http), base_url="http://localhost"
-                ) as client:
-                    return got, (await client.get(f"/v1/pods/{UID}")).content
-
-            grpc_get, http_get = asyncio.run(gets())
-            for name, data in (
-                ("grpc-list", grpc_list),
-                ("grpc-get", grpc_get),
-                ("http-list", http_list),
-                ("http-get", http_get),
-            ):
-                (root / f"{name}.bin").write_bytes(data)
+            asyncio.run(until_serving(s.target, patience=600))
+            bodies = asyncio.run(_bodies(s.target, s.http, calls))
+            for name, data in bodies.items():
+                (root / (name.replace(" ", "-") + ".bin")).write_bytes(data)
             floor = subprocess.Popen(
                 [sys.executable, str(HERE / "floor_server.py"), str(root)], stdout=subprocess.PIPE, text=True
             )
@@ -185,24 +201,39 @@ def requests(count: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
                     "ours": (s.target, s.http, s.proc.pid),
                     "floor": (f"unix:{root / 'floor.sock'}", str(root / "floor-http.sock"), floor.pid),
                 }
-                for surface, measure in (("gRPC", _grpc_calls), ("HTTP", _http_calls)):
-                    for call in ("Get", "masked List"):
-                        got: dict[str, list[tuple[float, float]]] = {"ours": [], "floor": []}
-                        for _ in range(repeats):
-                            for who, (grpc_at, http_at, pid) in targets.items():
-                                at = grpc_at if surface == "gRPC" else http_at
-                                got[who].append(asyncio.run(measure(at, call.split()[-1], seconds, pid)))
-                        rows.append(
-                            {
-                                "surface": surface,
-                                "call": call,
-                                "ours_per_s": statistics.median(r for r, _ in got["ours"]),
-                                "floor_per_s": statistics.median(r for r, _ in got["floor"]),
-                                "ours_cpu_us": statistics.median(c for _, c in got["ours"]) * 1e6,
-                                "floor_cpu_us": statistics.median(c for _, c in got["floor"]) * 1e6,
-                            }
-                        )
+                for surface, call in calls:
+                    measure = _grpc_calls if surface == "gRPC" else _http_calls
+                    got: dict[str, list[tuple[float, float]]] = {"ours": [], "floor": []}
+                    for _ in range(repeats):
+                        for who, (grpc_at, http_at, pid) in targets.items():
+                            at = grpc_at if surface == "gRPC" else http_at
+                            got[who].append(asyncio.run(measure(at, call, seconds, pid)))
+                    rows.append(
+                        {
+                            "pods": count,
+                            "surface": surface,
+                            "call": call,
+                            "bytes": len(bodies[f"{surface} {call}"]),
+                            "ours_per_s": statistics.median(r for r, _ in got["ours"]),
+                            "floor_per_s": statistics.median(r for r, _ in got["floor"]),
+                            "ours_cpu_us": statistics.median(c for _, c in got["ours"]) * 1e6,
+                            "floor_cpu_us": statistics.median(c for _, c in got["floor"]) * 1e6,
+                        }
+                    )
             finally:
                 floor.terminate()
                 floor.wait()
     return rows
+
+
+def requests(count: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
+    """W3: Get and masked List on both surfaces (bench/floor_server.py is the floor)."""
+    calls = [(surface, call) for surface in ("gRPC", "HTTP") for call in ("Get", "masked List")]
+    return _measure(count, seconds, repeats, calls)
+
+
+def lists(counts: list[int], seconds: float, repeats: int) -> list[dict[str, Any]]:
+    """W3 extended: the unmasked Lists of every surface (gRPC, the HTTP PodList, the Kubernetes
+    view's PodList and Table) at each node size, against the floor serving the same bytes."""
+    calls = [("gRPC", "List"), ("HTTP", "List"), ("HTTP", "kube List"), ("HTTP", "kube Table")]
+    return [row for count in counts for row in _measure(count, seconds, repeats, calls)]

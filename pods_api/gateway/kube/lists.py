@@ -12,6 +12,7 @@ does once its watch cache no longer holds the revision.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 from starlette.requests import Request
@@ -57,8 +58,16 @@ class Lists:
             remaining = 0
         if media == params.TABLE:
             rows = [(p, p.revision) for p in chosen]
-            body = kubeobjects.table(rows, snapshot.revision, include, continue_=token, remaining=remaining)
-            return Response(body, media_type=formats.JSON)
+            # Its AGE cells are the time of the call: one Table per second serves every call of
+            # that second (kubectl's ages count whole seconds at the finest).
+            key = ("kube-table", view.key, include, start, limit, int(time.time()))
+            body = snapshot.memo(
+                key,
+                lambda: kubeobjects.table(
+                    rows, snapshot.revision, include, continue_=token, remaining=remaining
+                ),
+            )
+            return SharedBody(body, media_type=formats.JSON)
         if media == formats.JSON and not params.flag(request, "pretty"):
             return SharedBody(
                 self._json(snapshot, view, start, limit, chosen, token, remaining), media_type=formats.JSON
