@@ -20,6 +20,7 @@ import grpc
 import httpx
 import pytest
 import yaml
+from builders import make_pod
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -27,7 +28,6 @@ from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from released import ADDED, DELETED, MODIFIED, SYNCED
 from repo import ROOT
-from samples import make_pod as sample_pod
 from serve import PODS_API, TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes, pod_to_bytes
@@ -44,11 +44,6 @@ from pods_api.core.policy.throttled_log import ThrottledLog
 MASK = "x-kubernetes-fieldmask"
 
 
-def make_pod(name: str, uid: str, phase: str = "Running", **labels: str) -> dict[str, Any]:
-    """A fixture file's pod: the shared sample, with its TypeMeta as people write it."""
-    return {"apiVersion": "v1", "kind": "Pod", **sample_pod(name, uid, phase, **labels)}
-
-
 def write(directory: Path, name: str, pod: dict[str, Any]) -> None:
     """Write atomically, as editors and config management do, so the watcher sees one change."""
     tmp = directory / f".{name}.tmp"
@@ -61,9 +56,9 @@ def canonical(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 PODS = {
-    "web": make_pod("web", "uid-b"),
-    "db": make_pod("db", "uid-a"),
-    "cache": make_pod("cache", "uid-c", "Pending"),
+    "web": make_pod("web", "uid-b", typed=True),
+    "db": make_pod("db", "uid-a", typed=True),
+    "cache": make_pod("cache", "uid-c", "Pending", typed=True),
 }
 
 
@@ -221,10 +216,10 @@ async def test_watch_snapshot_then_live_events(channel: grpc.aio.Channel, fixtur
     ]
     assert initial[3].pod == b""
 
-    write(fixtures, "cache", make_pod("cache", "uid-c", "Running"))
+    write(fixtures, "cache", make_pod("cache", "uid-c", "Running", typed=True))
     (modified,) = await watch_until(call, 1)
     assert modified.type == MODIFIED
-    assert pod_from_bytes(modified.pod) == canonical(make_pod("cache", "uid-c", "Running"))
+    assert pod_from_bytes(modified.pod) == canonical(make_pod("cache", "uid-c", "Running", typed=True))
 
     (fixtures / "web.yaml").unlink()
     (deleted,) = await watch_until(call, 1)
@@ -232,7 +227,7 @@ async def test_watch_snapshot_then_live_events(channel: grpc.aio.Channel, fixtur
     # Only the identity, as the kubelet sends it: no stale end state for a client to act on.
     assert pod_from_bytes(deleted.pod) == {"metadata": {"name": "web", "namespace": "shop", "uid": "uid-b"}}
 
-    write(fixtures, "api", make_pod("api", "uid-d"))
+    write(fixtures, "api", make_pod("api", "uid-d", typed=True))
     (added,) = await watch_until(call, 1)
     assert (added.type, pod_from_bytes(added.pod)["metadata"]["uid"]) == (ADDED, "uid-d")
     call.cancel()
@@ -292,8 +287,8 @@ async def test_masked_watch_skips_changes_outside_the_mask(channel: grpc.aio.Cha
         "metadata": {"name": "db", "namespace": "shop", "uid": "uid-a"},
         "status": {"phase": "Running"},
     }
-    write(fixtures, "cache", make_pod("cache", "uid-c", "Pending", tier="backend"))  # labels only
-    write(fixtures, "cache", make_pod("cache", "uid-c", "Failed", tier="backend"))
+    write(fixtures, "cache", make_pod("cache", "uid-c", "Pending", tier="backend", typed=True))  # labels only
+    write(fixtures, "cache", make_pod("cache", "uid-c", "Failed", tier="backend", typed=True))
     (event,) = await watch_until(call, 1)
     assert event.type == MODIFIED
     assert pod_from_bytes(event.pod)["status"] == {"phase": "Failed"}
@@ -322,7 +317,7 @@ def big_pods(round_: int, count: int = 40) -> dict[str, Any]:
     ~20 KB each, far more than a client that does not read can buffer."""
     items = []
     for i in range(count):
-        pod = make_pod(f"bulk-{i}", f"bulk-{i:03d}")
+        pod = make_pod(f"bulk-{i}", f"bulk-{i:03d}", typed=True)
         pod["metadata"]["annotations"] = {"round": str(round_), "blob": "x" * 20_000}
         items.append(pod)
     return {"apiVersion": "v1", "kind": "PodList", "items": items}

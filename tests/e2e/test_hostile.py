@@ -24,8 +24,8 @@ import grpc
 import httpx
 import pytest
 import yaml
+from builders import make_pod
 from released import ADDED
-from samples import make_pod
 from serve import PODS_API, TIMEOUT, Served, serving, start
 
 from pods_api.core.api.codec import pod_from_bytes

@@ -32,8 +32,8 @@ import grpc
 import httpx
 import pytest
 import yaml
+from builders import make_pod
 from released import ADDED, DELETED, MODIFIED, SYNCED
-from samples import make_pod
 from serve import TIMEOUT, Served, start
 
 from pods_api.core.api.codec import pod_from_bytes

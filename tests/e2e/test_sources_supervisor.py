@@ -13,9 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from builders import pod
 from podwatch import ADDED, SYNCED, Watch
 from serve import SERVING_LINE, Served, serving
-from sourceharness import TIMEOUT, dump, pod, write
+from sourceharness import TIMEOUT, dump, write
 
 from pods_api.core.store.cache import PodCache, SourceSink
 from pods_api.core.store.pod import PodVersion

@@ -26,7 +26,7 @@ import grpc
 import httpx
 import orjson
 import yaml
-from samples import make_pod
+from builders import make_pod
 from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes
@@ -50,9 +50,9 @@ SENTINEL = "uid-sentinel"
 
 
 def pod(i: int | str, change: int) -> dict[str, Any]:
-    body = make_pod(f"churn-{i}", f"uid-{i}")
+    body = make_pod(f"churn-{i}", f"uid-{i}", typed=True)
     body["metadata"]["annotations"] = {"change": str(change), "filler": "x" * 2048}
-    return {"apiVersion": "v1", "kind": "Pod", **body}
+    return body
 
 
 def write(directory: Path, name: str, pods: list[dict[str, Any]]) -> None:

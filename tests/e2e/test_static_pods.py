@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from builders import pod
 from podwatch import ADDED, DELETED, MODIFIED, SYNCED, Watch, listed  # noqa: F401
 from repo import ROOT
 from serve import TIMEOUT, Served, serving
@@ -22,13 +23,11 @@ from servers import ManifestServer
 EXAMPLES = ROOT / "examples" / "manifests"
 
 
-def static_pod(name: str, image: str = "nginx:1.27", **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, **extra},
-        "spec": {"containers": [{"name": name, "image": image}]},
-    }
+def static_pod(name: str, image: str = "nginx:1.27", **meta: Any) -> dict[str, Any]:
+    """A manifest: one container named after the pod; `meta`: metadata fields."""
+    body = pod(name, image=image, container=name)
+    body["metadata"].update(meta)
+    return body
 
 
 def put(directory: Path, name: str, doc: dict[str, Any] | str) -> None:

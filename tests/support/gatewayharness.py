@@ -16,7 +16,7 @@ import httpx
 import orjson
 import pytest
 import uvicorn
-from samples import make_pod
+from builders import make_pod
 
 from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config

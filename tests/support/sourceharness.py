@@ -100,31 +100,6 @@ async def harness_fixture() -> AsyncIterator[Harness]:
     await h.stop()
 
 
-def pod(
-    name: str,
-    *,
-    uid: str | None = None,
-    image: str = "registry.k8s.io/pause:3.10",
-    labels: dict[str, str] | None = None,
-    phase: str | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if uid is not None:
-        meta["uid"] = uid
-    if labels:
-        meta["labels"] = labels
-    obj: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"containers": [{"name": "main", "image": image}], **spec},
-    }
-    if phase is not None:
-        obj["status"] = {"phase": phase}
-    return obj
-
-
 def dump(*docs: dict[str, Any]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+from builders import pod
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from strategies import MASK_PATHS, pods
@@ -39,8 +40,9 @@ def test_vector_encodes_to_bytes_that_decode_back(vector: dict[str, Any]) -> Non
     assert pod_from_message(ours) == pod_from_message(theirs)
 
 
-def _pod(**spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "web", "uid": "u1"}, "spec": {"containers": [{"name": "c", **spec}]}}
+def _pod(**container: Any) -> dict[str, Any]:
+    """A pod whose one container has the fields given."""
+    return pod("web", uid="u1", image=None, typed=False, containers=[{"name": "c", **container}])
 
 
 def test_wrong_type_names_the_path_and_what_was_expected() -> None:

@@ -9,6 +9,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import builders
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -36,9 +37,11 @@ def pod(
     name: str, containers: int = 1, init: list[dict[str, Any]] | int = 0, **status: Any
 ) -> dict[str, Any]:
     """A pod the way Go's test literals build one: unnamed containers, a status as given."""
-    spec: dict[str, Any] = {"containers": [{"name": ""} for _ in range(containers)]}
-    spec["initContainers"] = [{"name": ""} for _ in range(init)] if isinstance(init, int) else init
-    return {"metadata": {"name": name}, "spec": spec, "status": status}
+    inits = [{"name": ""} for _ in range(init)] if isinstance(init, int) else init
+    unnamed = [{"name": ""} for _ in range(containers)]
+    body = builders.pod(name, image=None, typed=False, containers=unnamed, initContainers=inits)
+    body["status"] = status
+    return body
 
 
 RUNNING = {"running": {}}

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from builders import make_pod
 from gatewayharness import TIMEOUT, Gateway, GatewayFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from samples import make_pod
 from strategies import pods
 
 from pods_api.core.api.printer import POD_COLUMNS

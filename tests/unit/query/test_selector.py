@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import pod
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -291,12 +292,13 @@ def test_field_escapes_round_trip() -> None:
     assert str(_generic("x=a,,y=b,")) == "x=a,y=b"
 
 
-def pod(**status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web", "tier": "front"}},
-        "spec": {"nodeName": "node-1", "restartPolicy": "Always", "hostNetwork": True},
-        "status": status,
-    }
+def web(**status: Any) -> dict[str, Any]:
+    """The pod the selectors below are matched against, with `status`."""
+    labels = {"app": "web", "tier": "front"}
+    return pod(
+        "web", namespace="shop", labels=labels, image=None, node="node-1", typed=False,
+        restartPolicy="Always", hostNetwork=True, status=status,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -317,7 +319,7 @@ def pod(**status: Any) -> dict[str, Any]:
     ],
 )
 def test_pod_field_selectors(text: str, expected: bool) -> None:
-    served = pod(phase="Running", podIP="10.0.0.7", podIPs=[{"ip": "10.0.0.7"}, {"ip": "fd00::7"}])
+    served = web(phase="Running", podIP="10.0.0.7", podIPs=[{"ip": "10.0.0.7"}, {"ip": "fd00::7"}])
     assert parse_fields(text).matches(served) is expected
 
 
@@ -331,9 +333,9 @@ def test_unsupported_pod_fields_are_named() -> None:
 
 def test_a_selector_matches_labels_and_fields_and_has_a_normalised_key() -> None:
     sel = parse_selector("app=web,tier in (front,back),!canary", "status.phase=Running")
-    assert sel.matches(pod(phase="Running"))
-    assert not sel.matches(pod(phase="Pending"))
-    assert not parse_selector("app=db").matches(pod())
+    assert sel.matches(web(phase="Running"))
+    assert not sel.matches(web(phase="Pending"))
+    assert not parse_selector("app=db").matches(web())
     assert parse_selector("!canary,tier in (back,front),app==web", "status.phase==Running").key == sel.key
     assert parse_selector("app=web,app=web").key == parse_selector("app=web").key
     assert parse_selector("app=web").key != parse_selector("", "metadata.name=web").key

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sourceharness import EXAMPLES, TIMEOUT, Harness, T, by_name, dump, harness_fixture, pod, write  # noqa: F401
+from builders import pod
+from sourceharness import EXAMPLES, TIMEOUT, Harness, T, by_name, dump, harness_fixture, write  # noqa: F401
 
 from pods_api.core.store.watch import EventType
 from pods_api.sources.fixtures import FixturesSource

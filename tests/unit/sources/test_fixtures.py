@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import orjson
-from sourceharness import Harness, by_name, dump, harness_fixture, pod, write  # noqa: F401
+from builders import pod
+from sourceharness import Harness, by_name, dump, harness_fixture, write  # noqa: F401
 
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.watch import EventType

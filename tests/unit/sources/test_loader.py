@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sourceharness import dump, pod
+from builders import pod
+from sourceharness import dump
 
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import loader

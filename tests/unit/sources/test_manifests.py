@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sourceharness import Harness, by_name, dump, harness_fixture, pod, write  # noqa: F401
+from builders import pod
+from sourceharness import Harness, by_name, dump, harness_fixture, write  # noqa: F401
 
 import pods_api.sources.directory
 from pods_api.core.store.watch import EventType

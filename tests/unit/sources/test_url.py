@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import pod
 from servers import ManifestServer
-from sourceharness import Harness, by_name, dump, harness_fixture, pod, write  # noqa: F401
+from sourceharness import Harness, by_name, dump, harness_fixture, write  # noqa: F401
 
 from pods_api.core.store.watch import EventType
 from pods_api.sources.fixtures import FixturesSource

@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
-from sourceharness import dump, pod, write
+from builders import pod
+from sourceharness import dump, write
 
 from pods_api.sources import workers
 from pods_api.sources.directory import DirectorySource

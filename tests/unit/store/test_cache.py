@@ -7,6 +7,7 @@ import random
 from typing import Any
 
 import pytest
+from builders import stored
 
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
@@ -15,12 +16,6 @@ from pods_api.core.store.lru import LRU
 from pods_api.core.store.pod import MASKED_PER_POD, PodVersion
 from pods_api.core.store.snapshot import MEMO_BYTES, MEMO_PER_SNAPSHOT
 from pods_api.core.store.watch import EventType, PodEvent, ServerStopping, TooManyWatchers, Watcher, WatchHub
-
-
-def pod(uid: str, phase: str = "Running", name: str | None = None) -> PodVersion:
-    return PodVersion.from_json(
-        {"metadata": {"name": name or uid, "namespace": "ns", "uid": uid}, "status": {"phase": phase}}
-    )
 
 
 def new_cache(capacity: int = 100, max_watchers: int = 10) -> tuple[PodCache, WatchHub]:
@@ -59,9 +54,9 @@ def test_replace_reconciles_a_snapshot_into_events() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
     _, watcher = cache.watch()
-    sink.replace([pod("1"), pod("2")])
-    sink.replace([pod("1"), pod("2", "Failed"), pod("3")])  # 1 unchanged: no event
-    sink.replace([pod("3")])
+    sink.replace([stored("1"), stored("2")])
+    sink.replace([stored("1"), stored("2", "Failed"), stored("3")])  # 1 unchanged: no event
+    sink.replace([stored("3")])
     assert drain(watcher) == [
         (EventType.ADDED, "1"),
         (EventType.ADDED, "2"),
@@ -76,9 +71,9 @@ def test_replace_reconciles_a_snapshot_into_events() -> None:
 def test_deleted_events_carry_the_last_state_and_modified_the_previous() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
-    sink.replace([pod("1")])
+    sink.replace([stored("1")])
     _, watcher = cache.watch()
-    sink.upsert(pod("1", "Succeeded"))
+    sink.upsert(stored("1", "Succeeded"))
     sink.delete("1")
     modified, deleted = list(watcher._queue)
     assert modified.previous is not None and modified.previous.json["status"]["phase"] == "Running"
@@ -91,9 +86,9 @@ def test_each_served_version_carries_the_revision_it_began_at() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
     _, watcher = cache.watch()
-    sink.replace([pod("1"), pod("2")])
-    sink.upsert(pod("1", "Succeeded"))
-    sink.upsert(pod("2"))  # the same bytes: no event, the served version keeps its revision
+    sink.replace([stored("1"), stored("2")])
+    sink.upsert(stored("1", "Succeeded"))
+    sink.upsert(stored("2"))  # the same bytes: no event, the served version keeps its revision
     sink.delete("2")
     added_1, added_2, modified, deleted = list(watcher._queue)
     assert [e.pod.revision for e in (added_1, added_2, modified)] == [
@@ -106,27 +101,27 @@ def test_each_served_version_carries_the_revision_it_began_at() -> None:
 def test_a_uid_held_by_one_source_is_refused_to_another(caplog: pytest.LogCaptureFixture) -> None:
     cache, _ = new_cache()
     first, second = cache.source("fixtures:a"), cache.source("manifests:b")
-    first.replace([pod("1", name="mine")])
-    second.replace([pod("1", name="theirs"), pod("2")])
+    first.replace([stored("1", name="mine")])
+    second.replace([stored("1", name="theirs"), stored("2")])
     assert [(p.uid, p.name) for p in cache.snapshot().pods] == [("1", "mine"), ("2", "2")]
     assert "source manifests:b refused: source fixtures:a already serves that uid" in caplog.text
     caplog.clear()
-    second.replace([pod("1", name="theirs"), pod("2")])  # a lasting conflict is said once
+    second.replace([stored("1", name="theirs"), stored("2")])  # a lasting conflict is said once
     assert "refused" not in caplog.text
     _, watcher = cache.watch()
     first.replace([])  # the holder lets go: the refused pod is served at once
     assert [(p.uid, p.name) for p in cache.snapshot().pods] == [("1", "theirs"), ("2", "2")]
     assert drain(watcher) == [(EventType.DELETED, "1"), (EventType.ADDED, "1")]
-    second.replace([pod("2")])
+    second.replace([stored("2")])
     assert [p.uid for p in cache.snapshot().pods] == ["2"]
 
 
 def test_a_replace_deletes_before_it_adds() -> None:
     cache, _ = new_cache()
     sink = cache.source("manifests")
-    sink.replace([pod("old", name="etcd")])
+    sink.replace([stored("old", name="etcd")])
     _, watcher = cache.watch()
-    sink.replace([pod("new", name="etcd")])  # an edited static pod changes UID
+    sink.replace([stored("new", name="etcd")])  # an edited static pod changes UID
     assert drain(watcher) == [(EventType.DELETED, "old"), (EventType.ADDED, "new")]
 
 
@@ -134,8 +129,8 @@ def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
     start = cache.revision
-    sink.replace([pod("1")])
-    sink.replace([pod("1", "Failed")])
+    sink.replace([stored("1")])
+    sink.replace([stored("1", "Failed")])
     assert cache.revision == start + 2
     assert [(e.type, e.revision) for e in cache.events_since(start) or []] == [
         (EventType.ADDED, start + 1),
@@ -145,13 +140,13 @@ def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
     assert cache.events_since(start - 1) is None  # from before this process
     assert cache.events_since(cache.revision + 1) is None  # from the future
     for i in range(RING_SIZE):
-        sink.upsert(pod("1", str(i)))
+        sink.upsert(stored("1", str(i)))
     assert cache.events_since(start) is None  # overwritten
     assert cache.events_since(cache.revision - 10) is not None
 
 
 def test_the_ring_is_bounded_by_the_bytes_its_events_keep_alive() -> None:
-    first, second = pod("1"), pod("1", "Failed")
+    first, second = stored("1"), stored("1", "Failed")
     per_event = 2 * (len(first.framed) + len(first.json_bytes)) + 64  # a MODIFIED counts both versions
     cache = PodCache(WatchHub(capacity=100, max_watchers=1), ring_bytes=3 * per_event)
     sink = cache.source("a")
@@ -209,17 +204,17 @@ def test_ready_only_when_every_gate_is_open() -> None:
 def test_snapshot_and_its_assembled_bytes_are_reused_until_a_change() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
-    sink.replace([pod("1")])
+    sink.replace([stored("1")])
     snap = cache.snapshot()
     built = snap.memo("list", lambda: b"assembled")
     assert cache.snapshot() is snap
     assert snap.memo("list", lambda: b"other") is built
-    sink.replace([pod("1"), pod("2")])
+    sink.replace([stored("1"), stored("2")])
     assert cache.snapshot() is not snap
 
 
 def test_masked_encodings_are_made_once_per_mask_and_bounded() -> None:
-    version = pod("1")
+    version = stored("1")
     view = View(parse_mask("status.phase"))
     assert version.masked(view) is version.masked(View(parse_mask("status.phase , status.phase")))
     assert version.masked(View.EVERYTHING).framed is version.framed  # the bytes kept, not a copy
@@ -241,9 +236,9 @@ def test_masked_encodings_are_made_once_per_mask_and_bounded() -> None:
 async def test_watch_snapshot_and_subscription_have_no_gap() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
-    sink.replace([pod("1")])
+    sink.replace([stored("1")])
     snap, watcher = cache.watch()
-    sink.replace([pod("1"), pod("2")])
+    sink.replace([stored("1"), stored("2")])
     assert [p.uid for p in snap.pods] == ["1"]
     event = await asyncio.wait_for(watcher.get(), 5)
     assert (event.type, event.pod.uid) == (EventType.ADDED, "2")
@@ -255,14 +250,14 @@ async def test_a_watcher_past_capacity_gets_one_event_per_pod_the_newest() -> No
     _, slow = cache.watch()
     _, fast = cache.watch()
     # One change of many pods is taken whole, even beyond capacity.
-    sink.replace([pod(str(i)) for i in range(5)])
+    sink.replace([stored(str(i)) for i in range(5)])
     assert len(drain(fast)) == 5
     fast_got = []
-    sink.upsert(pod("0", "Failed"))  # slow holds 5 >= 2: coalesced from here on
+    sink.upsert(stored("0", "Failed"))  # slow holds 5 >= 2: coalesced from here on
     fast_got += drain(fast)
-    sink.upsert(pod("1", "Failed"))
+    sink.upsert(stored("1", "Failed"))
     fast_got += drain(fast)
-    sink.upsert(pod("0", "Succeeded"))  # replaces the pending MODIFIED of 0
+    sink.upsert(stored("0", "Succeeded"))  # replaces the pending MODIFIED of 0
     fast_got += drain(fast)
     got = await taken(slow)
     assert [(e.type, e.pod.uid) for e in got[:5]] == [(EventType.ADDED, str(i)) for i in range(5)]
@@ -282,15 +277,15 @@ async def test_a_watcher_past_capacity_gets_one_event_per_pod_the_newest() -> No
 async def test_a_deleted_wins_and_a_pod_that_came_and_went_unseen_is_not_sent() -> None:
     cache, hub = new_cache(capacity=1)
     sink = cache.source("a")
-    sink.replace([pod("old")])
+    sink.replace([stored("old")])
     _, watcher = cache.watch()
-    sink.upsert(pod("x"))  # queued exactly: the watcher is now at capacity
-    sink.upsert(pod("old", "Failed"))
+    sink.upsert(stored("x"))  # queued exactly: the watcher is now at capacity
+    sink.upsert(stored("old", "Failed"))
     sink.delete("old")  # the DELETED replaces the pending MODIFIED
-    sink.upsert(pod("brief"))
-    sink.upsert(pod("brief", "Failed"))
+    sink.upsert(stored("brief"))
+    sink.upsert(stored("brief", "Failed"))
     sink.delete("brief")  # added and deleted while pending: the client never hears of it
-    sink.upsert(pod("new"))
+    sink.upsert(stored("new"))
     got = await taken(watcher)
     assert [(e.type, e.pod.uid) for e in got] == [
         (EventType.ADDED, "x"),
@@ -298,17 +293,17 @@ async def test_a_deleted_wins_and_a_pod_that_came_and_went_unseen_is_not_sent() 
         (EventType.ADDED, "new"),
     ]
     assert hub.coalesced == 4  # old's MODIFIED, and brief's three events
-    assert apply({"old": pod("old")}, got).keys() == {p.uid for p in cache.snapshot().pods}
+    assert apply({"old": stored("old")}, got).keys() == {p.uid for p in cache.snapshot().pods}
 
 
 async def test_a_pod_deleted_and_added_again_while_pending_is_modified() -> None:
     cache, _ = new_cache(capacity=1)
     sink = cache.source("a")
-    sink.replace([pod("p")])
+    sink.replace([stored("p")])
     _, watcher = cache.watch()
-    sink.upsert(pod("x"))
+    sink.upsert(stored("x"))
     sink.delete("p")
-    sink.upsert(pod("p", "Pending"))  # the same UID again: the client holds the old version
+    sink.upsert(stored("p", "Pending"))  # the same UID again: the client holds the old version
     got = await taken(watcher)
     assert [(e.type, e.pod.uid) for e in got] == [(EventType.ADDED, "x"), (EventType.MODIFIED, "p")]
     assert got[1].pod.json["status"]["phase"] == "Pending"
@@ -320,7 +315,7 @@ async def test_a_lagging_watcher_reaches_exactly_the_current_state_under_any_chu
     rng = random.Random(7)
     cache, hub = new_cache(capacity=3)
     sink = cache.source("a")
-    sink.replace([pod(str(i)) for i in range(20)])
+    sink.replace([stored(str(i)) for i in range(20)])
     start, watcher = cache.watch()
     live = {p.uid for p in start.pods}
     for step in range(2000):
@@ -329,7 +324,7 @@ async def test_a_lagging_watcher_reaches_exactly_the_current_state_under_any_chu
             sink.delete(uid)
             live.discard(uid)
         else:
-            sink.upsert(pod(uid, f"Phase{step}"))
+            sink.upsert(stored(uid, f"Phase{step}"))
             live.add(uid)
         assert len(watcher._pending) <= 30
     state = apply({p.uid: p for p in start.pods}, await taken(watcher))
@@ -342,12 +337,12 @@ async def test_a_watcher_that_caught_up_gets_every_event_again() -> None:
     cache, _ = new_cache(capacity=2)
     sink = cache.source("a")
     _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(3)])
-    sink.upsert(pod("0", "Failed"))
-    sink.upsert(pod("0", "Succeeded"))
+    sink.replace([stored(str(i)) for i in range(3)])
+    sink.upsert(stored("0", "Failed"))
+    sink.upsert(stored("0", "Succeeded"))
     assert len(await taken(watcher)) == 4  # 3 ADDED, one coalesced MODIFIED
-    sink.upsert(pod("1", "Failed"))
-    sink.upsert(pod("1", "Succeeded"))
+    sink.upsert(stored("1", "Failed"))
+    sink.upsert(stored("1", "Succeeded"))
     got = await taken(watcher)
     assert [(e.type, e.coalesced) for e in got] == [(EventType.MODIFIED, False)] * 2
 
@@ -356,7 +351,7 @@ async def test_what_a_closed_watch_had_not_taken_counts_as_dropped() -> None:
     cache, hub = new_cache(capacity=100)
     sink = cache.source("a")
     _, watcher = cache.watch()
-    sink.replace([pod(str(i)) for i in range(4)])
+    sink.replace([stored(str(i)) for i in range(4)])
     await watcher.get()
     watcher.close()
     assert hub.dropped == 3 and hub.coalesced == 0 and len(cache.hub) == 0
@@ -379,9 +374,9 @@ async def test_watcher_limit_and_stop() -> None:
 def test_resume_from_a_revision_replays_or_gives_a_snapshot() -> None:
     cache, _ = new_cache()
     sink = cache.source("a")
-    sink.replace([pod("1")])
+    sink.replace([stored("1")])
     seen = cache.revision
-    sink.replace([pod("1"), pod("2")])
+    sink.replace([stored("1"), stored("2")])
     snapshot, replay, _ = cache.watch_from(seen)
     assert snapshot is None and [(e.type, e.pod.uid) for e in replay] == [(EventType.ADDED, "2")]
     snapshot, replay, _ = cache.watch_from(seen - 100)  # before this process began
@@ -409,7 +404,7 @@ def test_the_shared_lru_is_bounded_keeps_what_is_used_and_caches_none() -> None:
 
 def test_a_snapshot_keeps_a_bounded_number_of_assembled_responses() -> None:
     cache, _ = new_cache()
-    cache.source("a").replace([pod("1")])
+    cache.source("a").replace([stored("1")])
     snap = cache.snapshot()
     for i in range(MEMO_PER_SNAPSHOT + 5):
         snap.memo(("list", i), lambda: b"x")
@@ -418,7 +413,7 @@ def test_a_snapshot_keeps_a_bounded_number_of_assembled_responses() -> None:
 
 def test_a_snapshot_keeps_at_most_memo_bytes_of_assembled_responses() -> None:
     cache, _ = new_cache()
-    cache.source("a").replace([pod("1")])
+    cache.source("a").replace([stored("1")])
     snap = cache.snapshot()
     made: list[str] = []
 

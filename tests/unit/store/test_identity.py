@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import pod, stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,46 +29,28 @@ STATIC_UID = "3b2c6f0e9d8a47c1b5e4f6a7d8c9b0a1"
 MIRROR_UID = "7f1e0d2c-mirror"
 
 
+def etcd(uid: str, phase: str, *, status: dict[str, Any] | None = None, **meta: Any) -> PodVersion:
+    """The static pod etcd-node-1 on node-1 as a source has it; `meta`: metadata fields."""
+    body = pod(
+        "etcd-node-1", namespace="kube-system", uid=uid, image="etcd:3.5", container="etcd", node="node-1",
+        phase=phase, status=status, typed=False,
+    )  # fmt: skip
+    body["metadata"].update(meta)
+    return PodVersion.from_json(body)
+
+
 def static_pod(**extra_meta: Any) -> PodVersion:
     """What the manifests source serves: the kubelet's static pod, status only Pending."""
-    return PodVersion.from_json(
-        {
-            "metadata": {
-                "name": "etcd-node-1",
-                "namespace": "kube-system",
-                "uid": STATIC_UID,
-                "annotations": {
-                    "kubernetes.io/config.hash": STATIC_UID,
-                    "kubernetes.io/config.source": "file",
-                },
-                **extra_meta,
-            },
-            "spec": {"nodeName": "node-1", "containers": [{"name": "etcd", "image": "etcd:3.5"}]},
-            "status": {"phase": "Pending"},
-        }
-    )
+    annotations = {"kubernetes.io/config.hash": STATIC_UID, "kubernetes.io/config.source": "file"}
+    meta: dict[str, Any] = {"annotations": annotations, **extra_meta}
+    return etcd(meta.pop("uid", STATIC_UID), "Pending", **meta)
 
 
 def mirror_pod(phase: str = "Running", ip: str = "192.168.56.10") -> PodVersion:
     """What the API server holds for it: another UID, the mirror annotation, the real status."""
-    return PodVersion.from_json(
-        {
-            "metadata": {
-                "name": "etcd-node-1",
-                "namespace": "kube-system",
-                "uid": MIRROR_UID,
-                "resourceVersion": "812",
-                "annotations": {MIRROR_ANNOTATION: STATIC_UID, "kubernetes.io/config.hash": STATIC_UID},
-            },
-            "spec": {"nodeName": "node-1", "containers": [{"name": "etcd", "image": "etcd:3.5"}]},
-            "status": {
-                "phase": phase,
-                "podIP": ip,
-                "podIPs": [{"ip": ip}],
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        }
-    )
+    annotations = {MIRROR_ANNOTATION: STATIC_UID, "kubernetes.io/config.hash": STATIC_UID}
+    status = {"podIP": ip, "podIPs": [{"ip": ip}], "conditions": [{"type": "Ready", "status": "True"}]}
+    return etcd(MIRROR_UID, phase, annotations=annotations, status=status, resourceVersion="812")
 
 
 def new_cache(policy: IdentityPolicy | None = None) -> PodCache:
@@ -261,12 +244,15 @@ def test_without_mirror_recognition_both_are_served_first_claim_wins() -> None:
 
 
 def owned_pod(uid: str = "web-uid", **status: Any) -> PodVersion:
-    return PodVersion.from_json(
-        {
-            "metadata": {"name": "web", "namespace": "shop", "uid": uid},
-            "spec": {"restartPolicy": "Always", "containers": [{"name": "app", "image": "nginx"}]},
-            "status": status,
-        }
+    return stored(
+        uid,
+        None,
+        name="web",
+        namespace="shop",
+        image="nginx",
+        container="app",
+        restartPolicy="Always",
+        status=status,
     )
 
 

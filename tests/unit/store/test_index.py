@@ -7,6 +7,7 @@ import hashlib
 from typing import Any
 
 import pytest
+from builders import stored
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -64,12 +65,15 @@ def pod(
     if ips:
         status["podIP"] = ips[0]
         status["podIPs"] = [{"ip": ip} for ip in ips]
-    return PodVersion.from_json(
-        {
-            "metadata": {"name": name or uid, "namespace": namespace, "uid": uid},
-            "spec": {"hostNetwork": host_network, "containers": [{"name": "c", "image": "busybox"}]},
-            "status": status,
-        }
+    status.pop("phase")
+    return stored(
+        uid,
+        name=name,
+        namespace=namespace,
+        image="busybox",
+        container="c",
+        hostNetwork=host_network,
+        status=status,
     )
 
 

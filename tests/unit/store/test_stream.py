@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
+from builders import stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,8 +45,8 @@ class PhaseIs:
 
 
 def pod(uid: str, phase: str = "Running", label: str = "a") -> PodVersion:
-    metadata = {"name": f"pod-{uid}", "namespace": "ns", "uid": uid, "labels": {"l": label}}
-    return PodVersion.from_json({"metadata": metadata, "status": {"phase": phase}})
+    """Every pod here carries label `l`, which the views select on."""
+    return stored(uid, phase, name=f"pod-{uid}", labels={"l": label})
 
 
 def _event(kind: EventType, version: PodVersion, view: View, revision: int | None) -> bytes:
