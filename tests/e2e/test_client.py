@@ -136,7 +136,7 @@ async def test_unreachable_says_why(tmp_path: Path) -> None:
     for not_a_socket in (tmp_path, tmp_path / "plain-file"):  # `--socket DIR`, as `check` says it
         not_a_socket.touch()
         async with Client(not_a_socket) as client:
-            with pytest.raises(Unreachable, match="not a socket$"):
+            with pytest.raises(Unreachable, match=r"not a socket$"):
                 await client.list()
 
 

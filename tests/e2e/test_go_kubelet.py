@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import make_pod
 from gobuild import go
 from golines import Lines, run
 from repo import DOCS, ROOT
-from samples import make_pod
 from serve import TIMEOUT, Served, serving
 
 pytestmark = pytest.mark.needs_go

@@ -162,11 +162,11 @@ def test_the_ring_is_bounded_by_the_bytes_its_events_keep_alive() -> None:
 def test_a_recent_revision_is_rebuilt_from_the_ring_as_it_was() -> None:
     cache = PodCache(WatchHub(capacity=100, max_watchers=1), ring_size=4)
     sink = cache.source("a")
-    sink.replace([pod("1"), pod("2")])
+    sink.replace([stored("1"), stored("2")])
     then = cache.snapshot()
-    sink.upsert(pod("1", "Failed"))  # MODIFIED
+    sink.upsert(stored("1", "Failed"))  # MODIFIED
     sink.delete("2")  # DELETED
-    sink.upsert(pod("3"))  # ADDED
+    sink.upsert(stored("3"))  # ADDED
     rebuilt = cache.snapshot_at(then.revision)
     assert rebuilt is not None and rebuilt.revision == then.revision
     assert rebuilt.pods == then.pods  # the very versions, with the revisions they were served at
@@ -177,8 +177,8 @@ def test_a_recent_revision_is_rebuilt_from_the_ring_as_it_was() -> None:
         ("1", "Failed"),
         ("2", "Running"),
     ]
-    sink.upsert(pod("3", "Failed"))
-    sink.upsert(pod("3", "Pending"))  # the ring (4 events) no longer reaches back to `then`
+    sink.upsert(stored("3", "Failed"))
+    sink.upsert(stored("3", "Pending"))  # the ring (4 events) no longer reaches back to `then`
     assert cache.snapshot_at(then.revision) is None
     assert cache.snapshot_at(cache.revision - 4) is not None
     assert cache.snapshot_at(cache.revision + 1) is None  # from the future
