@@ -1,4 +1,4 @@
-"""`python -m bench [all|source|requests|lists|sse|fanout|memory|startup|starved] [--quick] [--sweep]`:
+"""`python -m bench [all|source|requests|lists|sse|fanout|memory|startup|starved|cli] [--quick] [--sweep]`:
 the workloads of BENCHMARKS.md (W1, W3-W7), each beside a floor measured in the same run; prints a
 table and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
 `--sweep` runs W4's rate sweep instead of its fixed rate."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from bench import fanout, httpmetrics, memory, source, sse, workloads
+from bench import cli, fanout, httpmetrics, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,6 +62,8 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
         {"count": 110, "grpc_watchers": 10, "sse_watchers": 3, "rate": 10.0, "seconds": 3.0, "repeats": 1},
     ),
+    # The probe and the client command against their peers, per call.
+    "cli": ({"count": 1000, "repeats": 5}, {"count": 110, "repeats": 1}),
     # W7: W4 with each server pinned to a CPU beside busy loops (a fifth of a core for it).
     "starved": (
         {
@@ -107,6 +109,7 @@ RUNNERS = {
     "fanout": fanout.run,
     "sse": sse.run,
     "starved": fanout.starved,
+    "cli": cli.run,
 }
 
 
@@ -158,6 +161,19 @@ def table(results: dict[str, Any]) -> list[str]:
             "client_cpu_share",
         ):
             row(name, key, o[key], f[key])
+    if "cli" in results:
+        r = results["cli"]
+        for group, floor_name in (("check", "minimal Python health check"), ("get", "kubectl get pods -A")):
+            runs = r[group]
+            floor = runs.get(floor_name)
+            for command, figures in runs.items():
+                for key in ("cpu_s", "rss_mib", "wall_s"):
+                    row(
+                        f"CLI {r['pods']} pods {command}"[:28],
+                        key,
+                        figures[key],
+                        floor[key] if floor else None,
+                    )
     if "starved" in results:
         r = results["starved"]
         name = f"W7 starved {r['grpc_watchers']}+{r['sse_watchers']} w {r['rate']:g}/s"
