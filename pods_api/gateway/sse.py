@@ -72,9 +72,11 @@ def _synced(revision: int, resumed: bool) -> bytes:
 ENCODING = Encoding("sse", _event, _synced, join_start=True)
 
 
-# Sent first on every stream: how long an EventSource waits before it reconnects (WHATWG's
-# `retry:` field, in milliseconds): a second, as the Retry-After of a 503 says.
-RETRY = b"retry: 1000\n\n"
+# How long an EventSource waits before it reconnects (WHATWG's `retry:` field, in
+# milliseconds): a second, as the Retry-After of a 503 says. A field of the stream's first event,
+# not a block of its own: WHATWG clients take it either way, but a block with no data is an empty
+# message to clients that yield every block (httpx-sse), which a naive json.loads then fails on.
+RETRY = b"retry: 1000\n"
 
 
 def open_watch(streams: WatchStreams, view: View, since: int | None) -> Watch:
@@ -88,13 +90,14 @@ def open_watch(streams: WatchStreams, view: View, since: int | None) -> Watch:
 
 
 async def stream(watch: Watch, call: Call) -> AsyncIterator[bytes]:
-    yield RETRY
+    first = True
     try:
         async for data in watch.frames(ENCODING):
-            yield data
+            yield RETRY + data if first else data
+            first = False
     except WatchEnded as exc:
         call.end(exc.code)
-        yield error_frame(exc.code, str(exc))
+        yield (RETRY if first else b"") + error_frame(exc.code, str(exc))
     except (GeneratorExit, asyncio.CancelledError):
         # Closed or cancelled under us: the client went away (unless the end was already known).
         call.end(Code.CANCELLED)
@@ -113,7 +116,6 @@ async def stream_when_synced(
 ) -> AsyncIterator[bytes]:
     """A watch accepted before the pod sources synced: heartbeats (the response's) until they
     have (`synced`), then the watch as `stream`; ERROR UNAVAILABLE if the server stops first."""
-    yield RETRY
     waits = [asyncio.ensure_future(synced.wait()), asyncio.ensure_future(stopping.wait())]
     try:
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -124,11 +126,10 @@ async def stream_when_synced(
         watch = open_watch(streams, view, since)
     except ApiError as exc:
         call.end(exc.code)
-        yield error_frame(exc.code, exc.message)
+        yield RETRY + error_frame(exc.code, exc.message)
         return
     async for data in stream(watch, call):
-        if data is not RETRY:
-            yield data
+        yield data
 
 
 class WatchResponse(EventSourceResponse):

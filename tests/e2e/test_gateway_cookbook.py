@@ -132,6 +132,7 @@ class CurlWatch:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
+        self.retry: int | None = None
 
     @classmethod
     async def start(cls, *args: str) -> CurlWatch:
@@ -148,13 +149,16 @@ class CurlWatch:
                 raise EOFError("curl's output ended")
             line = line.rstrip("\n")
             if not line:
-                if "data" in event:  # a block without data (`retry:` alone) is no event (WHATWG)
+                if "data" in event:  # a block without data is no event (WHATWG)
                     return event
                 event = {}
                 continue
             if line.startswith(":"):
                 continue
             name, _, value = line.partition(": ")
+            if name == "retry":  # the reconnection delay, a field of the stream's first event
+                self.retry = int(value)
+                continue
             event[name] = json.loads(value) if name == "data" else value
 
     async def until(self, kind: str) -> list[dict[str, Any]]:
@@ -179,6 +183,7 @@ async def test_watch_follows_changes_and_ends_with_unavailable_at_shutdown(
         )
         try:
             initial = await watch.until("INITIAL_SYNC_COMPLETE")
+            assert watch.retry == 1000  # told with the first event
             assert {e["data"]["metadata"]["uid"] for e in initial[:-1]} == example_uids()
             assert [e["event"] for e in initial[:-1]] == ["ADDED"] * len(example_uids())
             report = fixtures / "report-28755360-kx4jd.yaml"

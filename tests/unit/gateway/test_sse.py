@@ -71,8 +71,23 @@ async def test_accept_event_stream_is_a_watch(gateway: Gateway) -> None:
     async with gateway.client.stream("GET", "/v1/pods", headers={"Accept": "text/event-stream"}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         lines = r.aiter_lines()
-        assert [await anext(lines), await anext(lines)] == ["retry: 1000", ""]  # when to reconnect
+        # When to reconnect, as a field of the first event: no empty block before it.
+        assert await anext(lines) == "retry: 1000"
         assert await anext(lines) == "event: ADDED"
+
+
+async def test_httpx_sse_yields_only_real_events(gateway: Gateway) -> None:
+    """httpx-sse yields every block, data or not: each it yields is an event whose data is JSON
+    (no empty message for the reconnection time, which comes as a field of the first event)."""
+    httpx_sse = pytest.importorskip("httpx_sse", reason="httpx-sse is not installed")
+    async with httpx_sse.aconnect_sse(gateway.client, "GET", "/v1/pods?watch=1") as source:
+        events = source.aiter_sse()
+        first = await asyncio.wait_for(anext(events), TIMEOUT)
+        assert (first.event, first.retry) == ("ADDED", 1000)
+        assert orjson.loads(first.data)["kind"] == "Pod"
+        rest = [await asyncio.wait_for(anext(events), TIMEOUT) for _ in range(len(PODS))]
+        assert [e.event for e in rest] == ["ADDED"] * (len(PODS) - 1) + ["INITIAL_SYNC_COMPLETE"]
+        assert all(isinstance(orjson.loads(e.data), dict) and e.retry is None for e in rest)
 
 
 async def test_each_event_is_one_line_of_json(gateway: Gateway) -> None:
@@ -440,15 +455,14 @@ async def test_a_watch_before_the_sources_sync_waits_with_heartbeats_then_gets_i
     make_gateway: GatewayFactory,
 ) -> None:
     """An EventSource takes a 503 on reconnect as final (WHATWG) and never retries: so a watch
-    is accepted while the server syncs (after a restart), told when to reconnect (`retry:`), kept
-    alive with heartbeats, and sent its snapshot once the sources have synced."""
+    is accepted while the server syncs (after a restart), kept alive with heartbeats, and sent
+    its snapshot once the sources have synced, the first event telling when to reconnect."""
     async with make_gateway(synced=False, heartbeat=0.05) as gw, watching(gw.client) as (r, events):
         assert r.status_code == 200
         seen: list[str] = []
         while sum(line.startswith(":") for line in seen) < 2:  # heartbeats while it waits
             seen.append(await asyncio.wait_for(anext(events.lines), TIMEOUT))
-        assert seen[:2] == ["retry: 1000", ""]
-        assert not any(line.startswith(("event:", "data:")) for line in seen)
+        assert not any(line.startswith(("event:", "data:", "retry:")) for line in seen)
         gw.sink.mark_synced()
         names = [(await events.next()).event for _ in range(4)]
         assert names == ["ADDED", "ADDED", "ADDED", "INITIAL_SYNC_COMPLETE"]
