@@ -3,7 +3,8 @@
 Every request first passes the one front layer (gateway/front.py): the loopback Host check (TCP
 only), the routes serving a Pods API call (the pods paths and the Kubernetes view's List, Get
 and Watch), and every request's metrics, HTTP and per call. The rest (probes, /metrics,
-discovery, /openapi.json, 404s and 405s) is FastAPI's. No CORS: browsers may not read this API
+discovery, /openapi.json, 404s and 405s) is FastAPI's. HEAD is every GET without its body
+(gateway/head.py). No CORS: browsers may not read this API
 cross-origin. No /docs or /redoc: they load their JavaScript from a CDN; /openapi.json is served.
 """
 
@@ -19,6 +20,7 @@ from pods_api.core.assembly import Core
 from pods_api.gateway import errors, health, openapi, pods
 from pods_api.gateway import httpmetrics as metrics
 from pods_api.gateway.front import CallRoute, Front
+from pods_api.gateway.head import head_as_get
 from pods_api.gateway.kube import errors as kubestatus
 from pods_api.gateway.kube import routes as kube
 
@@ -49,6 +51,9 @@ class GatewayApp(FastAPI):
         self.front.add(route, declared, before)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            await head_as_get(self.front, scope, receive, send)
+            return
         await self.front(scope, receive, send)
 
 

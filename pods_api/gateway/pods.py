@@ -106,13 +106,20 @@ async def selector_view(
 
 def resume_revision(last_event_id: str | None, resource_version: str | None) -> int | None:
     """The revision a watch resumes after; the header wins, since a browser's EventSource sends
-    the newest id there while its URL keeps the first one."""
+    the newest id there while its URL keeps the first one. What is not a non-negative integer
+    is InvalidArgument, as the Kubernetes view answers it. One ahead of the cache is not
+    refused (the Kubernetes view's 504): after a restart, a revision the earlier process
+    reached may be ahead of the new one's count, and an EventSource cannot retry after an
+    error status; such a resume gets a full snapshot, as one too old does."""
     for name, value in (("Last-Event-ID", last_event_id), ("resourceVersion", resource_version)):
         if value:
             try:
-                return int(value)
+                revision = int(value)
             except ValueError:
                 raise InvalidArgument(f"{name} {quote(value)} is not a revision") from None
+            if revision < 0:
+                raise InvalidArgument(f"{name} {quote(value)} is not a revision: it must be non-negative")
+            return revision
     return None
 
 

@@ -642,14 +642,45 @@ def test_an_http2_preface_on_the_http_socket_does_not_echo_the_socket_path(
     assert str(served.run_dir).encode() not in answer
 
 
-def test_head_is_405_on_every_route_openapi_included(tmp_path: Path, fixtures: Path) -> None:
+def test_a_last_event_id_that_is_no_revision_is_400_as_on_the_kubernetes_view(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """-1 and a 5,000-digit id were taken silently and answered with a whole snapshot."""
     with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
         transport = httpx.HTTPTransport(uds=str(served.http_socket))
         with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
-            for path in ("/openapi.json", "/v1/pods", "/healthz", "/readyz", "/metrics"):
-                response = client.head("http://localhost" + path)
-                assert response.status_code == 405, path
-                assert response.headers["allow"] == "GET"
+            for last in ("-1", "9" * 5000, "1e3"):
+                headers = {"Last-Event-ID": last}
+                with client.stream("GET", "http://localhost/v1/pods?watch=true", headers=headers) as response:
+                    assert response.status_code == 400, last
+                    assert "is not a revision" in response.read().decode()
+            kube = client.get("http://localhost/api/v1/pods", params={"watch": "1", "resourceVersion": "-1"})
+            assert kube.status_code == 400
+            # Ahead of the server: a full snapshot, as documented (a restarted server may count
+            # behind the one before it).
+            ahead = {"Last-Event-ID": str(2**62)}
+            with client.stream("GET", "http://localhost/v1/pods?watch=true", headers=ahead) as response:
+                assert response.status_code == 200
+                lines = response.iter_lines()
+                assert any(line == "event: INITIAL_SYNC_COMPLETE" for line in lines)
+
+
+def test_head_answers_as_get_without_a_body_on_every_route(tmp_path: Path, fixtures: Path) -> None:
+    """It was 405 everywhere; `curl -I` users expect the GET's status and headers."""
+    with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:
+        transport = httpx.HTTPTransport(uds=str(served.http_socket))
+        with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+            for path in ("/openapi.json", "/v1/pods", "/healthz", "/readyz", "/metrics", "/api/v1/pods"):
+                head, get = client.head("http://localhost" + path), client.get("http://localhost" + path)
+                assert (head.status_code, head.content) == (200, b""), path
+                assert head.headers["content-type"] == get.headers["content-type"], path
+            assert client.head("http://localhost/v1/pods/nope").status_code == 404
+            for watch in ("/v1/pods?watch=true", "/api/v1/pods?watch=1"):  # ends: headers only
+                head = client.head("http://localhost" + watch)
+                assert (head.status_code, head.content) == (200, b""), watch
+        assert http_get(served, "/healthz").text == "ok\n"  # the watches let go of their places
+        served.stop()
+    assert_no_traceback(served)
 
 
 # -- how big a pod may get -------------------------------------------------------------------------
