@@ -381,6 +381,18 @@ async def test_go_booleans(gateway: Gateway, value: str) -> None:
     assert len(r.text.splitlines()) == 3
 
 
+@pytest.mark.parametrize("value", ["yes", "on", "maybe"])
+async def test_watch_is_read_once_as_go_reads_a_boolean(gateway: Gateway, value: str) -> None:
+    """A value strconv.ParseBool refuses is the API server's 400, and the request is counted as
+    the List it was named (not a Watch that a looser reading would have started)."""
+    r = await gateway.client.get("/api/v1/pods", params={"watch": value})
+    assert (r.status_code, status_of(r)["reason"]) == (400, "BadRequest")
+    assert f'watch: Invalid value: "{value}": must be a boolean' in status_of(r)["message"]
+    labels = {"server_api_version": "http", "status_code": "InvalidArgument"}
+    assert gateway.counter("kubelet_pod_requests_list_total", **labels) == 1
+    assert gateway.counter("kubelet_pod_requests_watch_total", **labels) == 0
+
+
 # -- the resourceVersion splice (property) ----------------------------------------------------
 
 
