@@ -38,8 +38,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# What a test needs, known from where the fixtures it takes are defined: containerd's
+# (tests/support/containerd.py) or the Go builder's (tests/support/gobuild.py), so that no test
+# that needs one goes unmarked (a test module's own fixture of the same name is not theirs).
+NEEDS = {"containerd": "needs_containerd", "gobuild": "needs_go"}
+
+
+def _needs(item: pytest.Item) -> set[str]:
+    info = getattr(item, "_fixtureinfo", None)  # pytest's resolved fixtures for this test
+    if info is None:
+        return set()
+    homes = {defs[-1].func.__module__ for defs in info.name2fixturedefs.values() if defs}
+    return {NEEDS[home] for home in homes if home in NEEDS}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests/e2e/ is `e2e`, so `pytest -m 'not e2e'` is the fast suite."""
+    """Everything under tests/e2e/ is `e2e`, so `pytest -m 'not e2e'` is the fast suite; a test
+    taking containerd's or the Go builder's fixtures is `needs_containerd` or `needs_go`."""
     for item in items:
         if E2E in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)
+        for marker in _needs(item):
+            if item.get_closest_marker(marker) is None:
+                item.add_marker(getattr(pytest.mark, marker))
