@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pods_api.core.store.stream import Watch
 from pods_api.gateway.admission import WATCH, Call
 from pods_api.gateway.connection import LAST_WORDS, GatewayConnection
 from pods_api.gateway.sse import WatchResponse
+from pods_api.serve.process import _Uvicorn
 from pods_api.serve.sockets import bind_unix, claim
 
 # A safety net, not a synchronisation: every wait ends on an event long before this.
@@ -113,13 +114,15 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @contextlib.asynccontextmanager
-async def served(path: Path, connection: type[H11Protocol]) -> AsyncIterator[None]:
+async def served(
+    path: Path, connection: type[H11Protocol], server_class: type[uvicorn.Server] = uvicorn.Server
+) -> AsyncIterator[None]:
     claimed = claim(path)
     listener = bind_unix(claimed, 0o600, None)
     config = uvicorn.Config(
         app, http=connection, log_config=None, lifespan="off", timeout_graceful_shutdown=1
     )
-    server = uvicorn.Server(config)
+    server = server_class(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
     try:
         yield
@@ -190,3 +193,24 @@ async def test_uvicorn_calls_every_replaced_method_on_the_attributes_it_reads(tm
     for name in CYCLE_ATTRIBUTES:
         assert hasattr(seen["cycle"], name), f"uvicorn's RequestResponseCycle has no {name} any more"
     assert isinstance(seen["cycle"].message_event, asyncio.Event)
+
+
+async def test_uvicorn_captures_signals_through_the_method_the_process_replaces(tmp_path: Path) -> None:
+    """pods_api/serve/process.py keeps the process's signals by replacing uvicorn.Server's
+    capture_signals: uvicorn's serve() must still enter it."""
+    assert "capture_signals" in vars(uvicorn.Server), "uvicorn.Server has no capture_signals any more"
+    entered: list[bool] = []
+
+    class Counted(_Uvicorn):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            entered.append(True)
+            with super().capture_signals():
+                yield
+
+    path = tmp_path / "http.sock"
+    async with served(path, GatewayConnection, Counted):
+        assert (
+            await exchange(path, b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        ).startswith(b"HTTP/1.1 200")
+    assert entered == [True]
