@@ -34,12 +34,17 @@ CONFIG_SEEN = "kubernetes.io/config.seen"
 MIRROR = "kubernetes.io/config.mirror"
 
 
-def manifest(name: str, command: list[str], namespace: str = "kube-system") -> dict[str, Any]:
+def manifest(name: str, command: list[str], namespace: str = "kube-system", **spec: Any) -> dict[str, Any]:
+    """A static pod on the host network, as the test's kubelet runs every pod (no CNI here)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {"tier": "control-plane"}},
-        "spec": {"containers": [{"name": name, "image": IMAGE, "command": command}]},
+        "spec": {
+            "hostNetwork": True,
+            "containers": [{"name": name, "image": IMAGE, "command": command}],
+            **spec,
+        },
     }
 
 
@@ -184,3 +189,82 @@ async def test_file_and_http_static_pods_of_one_name_are_two_pods(
     assert h["metadata"]["annotations"][CONFIG_SOURCE] == "http"
     assert h["spec"]["containers"][0]["command"] == ["/bin/sleep", "3000"]
     assert h["status"]["containerStatuses"][0]["containerID"] == f"containerd://{http_cid}"
+
+
+def conditions(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in p["status"]["conditions"]}
+
+
+async def test_a_static_pods_status_is_complete_as_the_kubelets(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/kubelet_pods.go generateAPIPodStatus and convertToAPIContainerStatuses,
+    pkg/kubelet/status/generate.go: the QoS class of the defaulted spec (limits only:
+    Guaranteed), a completed init container ready, PodReadyToStartContainers while the sandbox
+    is the one the spec asks for; then a container the runtime lost ends ContainerStatusUnknown."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    limits = {"cpu": "100m", "memory": "64Mi"}
+    etcd = manifest(
+        "etcd",
+        ["/bin/sleep", "1000"],
+        initContainers=[{"name": "setup", "image": IMAGE, "command": ["/bin/true"]}],
+    )
+    etcd["spec"]["containers"][0]["resources"] = {"limits": limits}
+    etcd["spec"]["initContainers"][0]["resources"] = {"limits": limits}  # init containers count too
+    put(manifests, "etcd.yaml", etcd)
+    uid = kubelet_uid()
+    annotations = {CONFIG_SOURCE: "file", CONFIG_HASH: uid, CONFIG_SEEN: "2026-12-01T10:00:00Z"}
+    pod = kubelet.run_pod("etcd-node-1", "kube-system", uid=uid, annotations=annotations)
+    kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
+    cid = kubelet.start_container(pod, "etcd", ["/bin/sleep", "1000"])
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        _, p = await watch.until(running_under(uid))
+        status = p["status"]
+        assert status["qosClass"] == "Guaranteed"
+        (setup,) = status["initContainerStatuses"]
+        assert setup["state"]["terminated"]["reason"] == "Completed" and setup["ready"] is True
+        assert conditions(p)["PodReadyToStartContainers"]["status"] == "True"
+        assert conditions(p)["Initialized"]["status"] == "True"
+        assert p["spec"]["containers"][0]["resources"]["requests"] == limits  # defaulted
+
+        kubelet.remove_container(cid)
+
+        def lost(kind: int, q: dict[str, Any]) -> bool:
+            if kind != MODIFIED or q["metadata"]["uid"] != uid:
+                return False
+            return "terminated" in (q["status"]["containerStatuses"][0].get("lastState") or {})
+
+        _, q = await watch.until(lost)
+        await watch.close()
+    (main,) = q["status"]["containerStatuses"]
+    assert main["lastState"]["terminated"]["reason"] == "ContainerStatusUnknown"
+    assert main["lastState"]["terminated"]["exitCode"] == 137
+    assert main["restartCount"] == 1
+    assert q["status"]["phase"] == "Running"  # restartPolicy Always: the kubelet restarts it
+
+
+async def test_a_failed_static_pod_is_not_ready_for_pod_failed(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/status/generate.go GenerateContainersReadyCondition, GeneratePodReadyCondition:
+    a Failed pod's ContainersReady and Ready are False for PodFailed, with no message."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "job.yaml", manifest("job", ["/bin/sh", "-c", "exit 2"], restartPolicy="Never"))
+    pod, _ = run_static(kubelet, "job-node-1", ["/bin/sh", "-c", "exit 2"])
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        await watch.until(lambda kind, p: kind != DELETED and p["metadata"]["uid"] == pod.uid)
+        kubelet.stop_pod(pod)  # the kubelet is done with a pod that will not restart
+        _, p = await watch.until(
+            lambda kind, p: (
+                kind != DELETED and p["metadata"]["uid"] == pod.uid and p["status"]["phase"] == "Failed"
+            )
+        )
+        await watch.close()
+    for kind in ("ContainersReady", "Ready"):
+        condition = conditions(p)[kind]
+        assert (condition["status"], condition["reason"]) == ("False", "PodFailed")
+        assert "message" not in condition

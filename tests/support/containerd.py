@@ -405,6 +405,14 @@ class Kubelet:
         )
         return str(self.stub.CreateContainer(request, timeout=TIMEOUT).container_id)
 
+    def remove_container(self, container_id: str) -> None:
+        """Stop and remove a container, as the kubelet's container GC (or a crash of the
+        runtime's state) would leave a pod without it."""
+        self.stub.StopContainer(
+            cri.StopContainerRequest(container_id=container_id, timeout=0), timeout=TIMEOUT
+        )
+        self.stub.RemoveContainer(cri.RemoveContainerRequest(container_id=container_id), timeout=TIMEOUT)
+
     def status(self, container_id: str) -> cri.ContainerStatus:
         request = cri.ContainerStatusRequest(container_id=container_id)
         return self.stub.ContainerStatus(request, timeout=TIMEOUT).status

@@ -139,6 +139,11 @@ def canonical_quantity(value: str | int | float) -> str:
     raise QuantityError(value, f"expected a string or a number, not {type(value).__name__}")
 
 
+def quantity_value(text: str) -> Decimal:
+    """The exact value of a quantity string (what Quantity.Cmp compares); QuantityError if bad."""
+    return _parse(text)[0]
+
+
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _canonical_string(text: str) -> str:
     value, fmt = _parse(text)

@@ -272,6 +272,7 @@ def standalone_pod(
         init_containers=shape_of(spec.get("initContainers", [])),
         ephemeral_containers=shape_of(spec.get("ephemeralContainers", [])),
         static=annotations.get(cristatus.CONFIG_SOURCE_ANNOTATION, "api") != "api",
+        host_network=newest.host_network,
     )
     metadata: dict[str, Any] = {"name": newest.name, "namespace": newest.namespace, "uid": uid}
     labels = {k: v for k, v in newest.labels.items() if k not in cristatus.KUBELET_POD_LABELS}

@@ -34,7 +34,10 @@ import ipaddress
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
+
+from pods_api.core.api.quantity import QuantityError, quantity_value
 
 # The kubelet's labels and annotations on sandboxes and containers (kuberuntime/labels.go).
 POD_UID_LABEL = "io.kubernetes.pod.uid"
@@ -119,6 +122,9 @@ class Shape:
     static: bool = False
     readiness_gates: tuple[str, ...] = ()
     deleted: bool = False
+    host_network: bool = False
+    generation: int = 0  # metadata.generation: the conditions' observedGeneration
+    qos: str = ""  # the spec's QoS class; "" where the spec's resources are not known
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> Shape:
@@ -140,7 +146,47 @@ class Shape:
             annotations.get(CONFIG_SOURCE_ANNOTATION, "api") != "api",
             tuple(g.get("conditionType", "") for g in spec.get("readinessGates") or ()),
             bool((pod.get("metadata") or {}).get("deletionTimestamp")),
+            bool(spec.get("hostNetwork")),
+            int((pod.get("metadata") or {}).get("generation") or 0),
+            qos_class(spec),
         )
+
+
+# The resources QoS is computed over (qos.isSupportedQoSComputeResource).
+QOS_RESOURCES = ("cpu", "memory")
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """The kubelet's QoS class of a pod spec (pkg/apis/core/helper/qos ComputePodQOS, as v1's
+    GetPodQOS): Guaranteed when every container (init ones too) limits cpu and memory and the
+    summed requests equal the summed limits, BestEffort when nothing requests or limits either,
+    else Burstable. Only positive quantities count."""
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+        resources = container.get("resources") or {}
+        for kind, into in (("requests", requests), ("limits", limits)):
+            found = set()
+            for name, quantity in (resources.get(kind) or {}).items():
+                value = _positive(quantity) if name in QOS_RESOURCES else None
+                if value is not None:
+                    into[name] = into.get(name, Decimal(0)) + value
+                    found.add(name)
+            if kind == "limits" and not found.issuperset(QOS_RESOURCES):
+                guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    matched = all(limits.get(name) == value for name, value in requests.items())
+    return "Guaranteed" if guaranteed and matched and len(requests) == len(limits) else "Burstable"
+
+
+def _positive(quantity: Any) -> Decimal | None:
+    try:
+        value = quantity_value(str(quantity))
+    except QuantityError:
+        return None
+    return value if value > 0 else None
 
 
 def rfc3339(ns: int) -> str:
@@ -183,6 +229,46 @@ def _state(c: Container, runtime: str, old: Mapping[str, Any] | None) -> tuple[d
     return {"waiting": {}}, None
 
 
+# What the kubelet says of a running container the runtime no longer has (kubelet_pods.go
+# convertToAPIContainerStatuses), words and spacing as it writes them.
+LOST_MESSAGE = (
+    "The container could not be located when the pod was deleted.  The container used to be Running"
+)
+# The exit code it gives such a container: that of a container killed by SIGKILL.
+LOST_EXIT_CODE = 137
+
+
+def _vanished(
+    spec: SpecContainer, old: Mapping[str, Any] | None, default_reason: str, *, deleted: bool
+) -> dict[str, Any]:
+    """A container the runtime has none of (never created, or removed): the kubelet keeps an
+    earlier terminated status as it was; a container that was running has ended somehow, so it
+    waits with a lastState of ContainerStatusUnknown (exit 137) and, unless the pod is being
+    deleted, one restart more; otherwise it waits, keeping the count and lastState it had."""
+    if old is not None and "terminated" in (old.get("state") or {}):
+        return dict(old)
+    status: dict[str, Any] = {
+        "name": spec.name,
+        "state": {"waiting": {"reason": default_reason}},
+        "ready": False,
+        "restartCount": int(old.get("restartCount", 0)) if old else 0,
+        "image": spec.image,
+        "imageID": "",
+        "started": False,
+    }
+    if old and old.get("lastState"):
+        status["lastState"] = old["lastState"]
+    if (
+        old is not None
+        and "running" in (old.get("state") or {})
+        and not (old.get("lastState") or {}).get("terminated")
+    ):
+        lost = {"exitCode": LOST_EXIT_CODE, "reason": "ContainerStatusUnknown", "message": LOST_MESSAGE}
+        status["lastState"] = {"terminated": lost}
+        status["restartCount"] += 0 if deleted else 1
+    return status
+
+
 def container_statuses(
     specs: Sequence[SpecContainer],
     runtime_containers: Iterable[Container],
@@ -191,6 +277,7 @@ def container_statuses(
     has_init: bool,
     is_init: bool,
     previous: Sequence[Mapping[str, Any]] = (),
+    deleted: bool = False,
 ) -> list[dict[str, Any]]:
     """The API statuses of one kind of container (regular, init or ephemeral)."""
     old_by_name = {s.get("name"): s for s in previous}
@@ -203,28 +290,22 @@ def container_statuses(
         old = old_by_name.get(spec.name)
         history = sorted(by_name.get(spec.name, ()), key=lambda c: c.created_at, reverse=True)
         if not history:
-            status: dict[str, Any] = {
-                "name": spec.name,
-                "state": {"waiting": {"reason": default_reason}},
-                "ready": False,
-                "restartCount": int(old.get("restartCount", 0)) if old else 0,
-                "image": spec.image,
-                "imageID": "",
-                "started": False,
-            }
-            if old and old.get("lastState"):
-                status["lastState"] = old["lastState"]
-            statuses[spec.name] = status
+            statuses[spec.name] = _vanished(spec, old, default_reason, deleted=deleted)
             continue
         newest = history[0]
         state, restarts = _state(newest, runtime, old)
         cid = container_id(runtime, newest.id)
         running = "running" in state
+        ready = running
+        if is_init and not spec.sidecar:
+            # An init container that has done its work is ready (kubelet_pods.go
+            # convertToAPIContainerStatuses: exited with code 0 and not restartable).
+            ready = state.get("terminated", {}).get("exitCode", -1) == 0
         status = {
             "name": spec.name,
             "state": state,
             "lastState": _state(history[1], runtime, None)[0] if len(history) > 1 else {},
-            "ready": running,
+            "ready": ready,
             "restartCount": newest.restart_count if restarts is None else restarts,
             "image": newest.image or spec.image,
             "imageID": newest.image_ref,
@@ -392,6 +473,8 @@ def _containers_ready(
             unready.append(spec.name)
     if phase == "Succeeded" and not unknown:
         return "False", "PodCompleted", ""
+    if phase == "Failed":  # status/generate.go: its containers may still be terminating
+        return "False", "PodFailed", ""
     messages = []
     if unknown:
         messages.append(f"containers with unknown status: {_names(unknown)}")
@@ -416,12 +499,19 @@ def _readiness_gates(shape: Shape, conditions: Sequence[Mapping[str, Any]]) -> t
 
 
 def _condition(
-    kind: str, value: tuple[str, str, str], previous: Mapping[str, Mapping[str, Any]], now: str
+    kind: str,
+    value: tuple[str, str, str],
+    previous: Mapping[str, Mapping[str, Any]],
+    now: str,
+    generation: int = 0,
 ) -> dict[str, Any]:
     status, reason, message = value
     old = previous.get(kind)
     since = old.get("lastTransitionTime") if old and old.get("status") == status else None
-    condition: dict[str, Any] = {"type": kind, "status": status, "lastTransitionTime": since or now}
+    condition: dict[str, Any] = {"type": kind, "status": status}
+    if generation:
+        condition["observedGeneration"] = generation  # PodObservedGenerationTracking, on since 1.34
+    condition["lastTransitionTime"] = since or now
     if reason:
         condition["reason"] = reason
     if message:
@@ -430,6 +520,20 @@ def _condition(
 
 
 # -- the whole status ----------------------------------------------------------------------------
+
+
+def sandbox_changed(shape: Shape, sandboxes: Sequence[Sandbox]) -> bool:
+    """The kubelet's PodSandboxChanged (kuberuntime_manager.go): whether it would need a new
+    sandbox: none, more than one ready, the newest not ready, on another network namespace
+    than the spec asks, or off the host network without an IP."""
+    if not sandboxes:
+        return True
+    if sum(s.ready for s in sandboxes) > 1:
+        return True
+    newest = max(sandboxes, key=lambda s: s.created_at)
+    if not newest.ready or newest.host_network != shape.host_network:
+        return True
+    return not newest.host_network and not pod_ips(newest)
 
 
 def pod_ips(sandbox: Sandbox | None) -> list[str]:
@@ -474,6 +578,7 @@ def pod_status(
         has_init=has_init,
         is_init=False,
         previous=previous.get("containerStatuses") or (),
+        deleted=shape.deleted,
     )
     init = container_statuses(
         shape.init_containers,
@@ -482,6 +587,7 @@ def pod_status(
         has_init=has_init,
         is_init=True,
         previous=previous.get("initContainerStatuses") or (),
+        deleted=shape.deleted,
     )
     ephemeral = container_statuses(
         shape.ephemeral_containers,
@@ -498,7 +604,8 @@ def pod_status(
 
     old_conditions = {c.get("type", ""): c for c in previous.get("conditions") or ()}
     conditions = [c for c in previous.get("conditions") or () if c.get("type") not in KUBELET_CONDITIONS]
-    sandbox_ready = ("True", "", "") if newest is not None and newest.ready else ("False", "", "")
+    # GeneratePodReadyToStartContainersCondition: false while the kubelet would make a new sandbox.
+    sandbox_ready = ("False", "", "") if sandbox_changed(shape, sandboxes) else ("True", "", "")
     containers_ready = _containers_ready(shape, init, regular, phase)
     ready = containers_ready
     if ready[0] == "True" and shape.readiness_gates:
@@ -510,9 +617,13 @@ def pod_status(
         ("ContainersReady", containers_ready),
         ("PodScheduled", ("True", "", "")),
     ):
-        conditions.append(_condition(kind, value, old_conditions, now))
+        conditions.append(_condition(kind, value, old_conditions, now, shape.generation))
 
     status: dict[str, Any] = {"phase": phase, "conditions": conditions}
+    if shape.generation:
+        status["observedGeneration"] = shape.generation
+    if shape.qos:
+        status["qosClass"] = shape.qos
     ips = pod_ips(newest)
     if ips:
         status["podIP"] = ips[0]

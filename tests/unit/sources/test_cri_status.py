@@ -11,9 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from repo import ROOT
 
+from pods_api.core.api.codec import pod_from_message, pod_to_message
 from pods_api.sources.cri.status import (
     EPHEMERAL,
     INIT,
+    LOST_MESSAGE,
     REGULAR,
     Container,
     Sandbox,
@@ -22,8 +24,10 @@ from pods_api.sources.cri.status import (
     State,
     get_phase,
     pod_status,
+    qos_class,
     rfc3339,
 )
+from pods_api.sources.defaults import apply_pod_defaults
 
 NOW = "2026-01-01T00:00:00Z"
 LATER = "2026-01-01T01:00:00Z"
@@ -402,3 +406,136 @@ def test_the_source_only_reads() -> None:
         "GetContainerEvents",
     }
     assert named & methods == reads
+
+
+# -- what the kubelet's status has beyond containers and phase ---------------------------------
+
+
+def _resources(**kinds: dict[str, str]) -> dict[str, Any]:
+    return {"name": "c", "image": "i", "resources": kinds}
+
+
+@pytest.mark.parametrize(
+    ("containers", "init", "qos"),
+    [
+        ([{"name": "c", "image": "i"}], [], "BestEffort"),
+        ([_resources(requests={"cpu": "0"})], [], "BestEffort"),  # zero quantities do not count
+        (
+            [_resources(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})],
+            [],
+            "Guaranteed",
+        ),
+        ([_resources(requests={"cpu": "500m"}, limits={"cpu": "1", "memory": "1Gi"})], [], "Burstable"),
+        ([_resources(limits={"cpu": "1"})], [], "Burstable"),  # memory unlimited
+        (
+            [_resources(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})],
+            [{"name": "i", "image": "i"}],
+            "Burstable",
+        ),
+        ([_resources(requests={"nvidia.com/gpu": "1"}, limits={"nvidia.com/gpu": "1"})], [], "BestEffort"),
+    ],
+)
+def test_qos_class_as_compute_pod_qos(containers: list[Any], init: list[Any], qos: str) -> None:
+    """pkg/apis/core/helper/qos ComputePodQOS, the cases of its qos_test.go."""
+    assert qos_class({"containers": containers, "initContainers": init}) == qos
+
+
+def test_a_limits_only_pod_is_guaranteed_once_defaulted() -> None:
+    """SetDefaults_Pod fills requests from limits before the kubelet computes QoS."""
+    obj = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [_resources(limits={"cpu": "1", "memory": "1Gi"})]},
+    }
+    message = pod_to_message(obj).message
+    apply_pod_defaults(message)
+    assert qos_class(pod_from_message(message)["spec"]) == "Guaranteed"
+    status = pod_status(
+        Shape(containers=(SpecContainer("c"),), qos="Guaranteed"), [sandbox()], [], "containerd", now=NOW
+    )
+    assert status["qosClass"] == "Guaranteed"
+
+
+def test_a_running_container_the_runtime_lost_ended_unknown_and_restarted() -> None:
+    """kubelet_pods.go convertToAPIContainerStatuses: a container that was running and that the
+    runtime no longer has waits with lastState ContainerStatusUnknown, exit 137, one restart
+    more (none when the pod is being deleted); a terminated one keeps its status."""
+    before = pod_status(
+        shape("a", "b"),
+        [sandbox()],
+        [ctr("a", State.RUNNING, 101), ctr("b", State.EXITED, 101)],
+        "containerd",
+        now=NOW,
+    )
+    after = pod_status(shape("a", "b"), [sandbox()], [], "containerd", previous=before, now=LATER)
+    a, b = after["containerStatuses"]
+    assert a["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert a["lastState"] == {
+        "terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown", "message": LOST_MESSAGE}
+    }
+    assert a["restartCount"] == 1
+    assert b == before["containerStatuses"][1]  # terminated: kept as it was
+    assert after["phase"] == "Running"  # not back to Pending
+    deleting = Shape(containers=(SpecContainer("a"), SpecContainer("b")), deleted=True)
+    gone = pod_status(deleting, [sandbox()], [], "containerd", previous=before, now=LATER)
+    assert gone["containerStatuses"][0]["restartCount"] == 0
+
+
+def test_a_completed_init_container_is_ready_a_failed_one_not() -> None:
+    """convertToAPIContainerStatuses: a non-restartable init container exited 0 is ready."""
+    containers = [
+        ctr("setup", State.EXITED, 101, kind=INIT),
+        ctr("check", State.EXITED, 102, kind=INIT, code=1),
+    ]
+    status = pod_status(
+        shape("main", init=("setup", "check")), [sandbox()], containers, "containerd", now=NOW
+    )
+    ready = {s["name"]: s["ready"] for s in status["initContainerStatuses"]}
+    assert ready == {"setup": True, "check": False}
+
+
+def test_a_failed_pods_readiness_says_pod_failed() -> None:
+    """status/generate.go GenerateContainersReadyCondition: PodFailed, no message; Ready follows."""
+    status = pod_status(
+        shape("a", policy="Never"),
+        [sandbox(ready=False)],
+        [ctr("a", State.EXITED, 101, code=2)],
+        "containerd",
+        now=NOW,
+    )
+    assert status["phase"] == "Failed"
+    for kind in ("ContainersReady", "Ready"):
+        condition = next(c for c in status["conditions"] if c["type"] == kind)
+        assert (condition["status"], condition["reason"]) == (
+            "False",
+            "PodFailed",
+        ) and "message" not in condition
+
+
+def test_ready_to_start_containers_follows_pod_sandbox_changed() -> None:
+    """kuberuntime_manager.go PodSandboxChanged: two ready sandboxes, or a pod network sandbox
+    without an IP, means a new sandbox: PodReadyToStartContainers False."""
+
+    def ready_to_start(s: Shape, sandboxes: list[Sandbox]) -> str:
+        status = pod_status(s, sandboxes, [], "containerd", now=NOW)
+        return next(c["status"] for c in status["conditions"] if c["type"] == "PodReadyToStartContainers")
+
+    on_pod_network = shape("a")
+    assert ready_to_start(on_pod_network, [sandbox(ips=("10.0.0.7",))]) == "True"
+    assert ready_to_start(on_pod_network, [sandbox()]) == "False"  # no IP
+    second = Sandbox("sb2", "uid-1", "web", "default", 1, True, 200 * SECOND, ips=("10.0.0.8",))
+    assert ready_to_start(on_pod_network, [sandbox(ips=("10.0.0.7",)), second]) == "False"
+    host = Shape(containers=(SpecContainer("a"),), host_network=True)
+    on_host = Sandbox("sb", "uid-1", "web", "default", 0, True, 100 * SECOND, host_network=True)
+    assert ready_to_start(host, [on_host]) == "True"
+    assert ready_to_start(on_pod_network, [on_host]) == "False"  # the spec asks for another netns
+
+
+def test_conditions_carry_the_generation_they_observed() -> None:
+    """PodObservedGenerationTracking (on since 1.34): status.observedGeneration and each
+    condition's are the pod's metadata.generation."""
+    status = pod_status(
+        Shape(containers=(SpecContainer("a"),), generation=3), [sandbox()], [], "containerd", now=NOW
+    )
+    assert status["observedGeneration"] == 3
+    assert all(c["observedGeneration"] == 3 for c in status["conditions"])
+    assert Shape.from_pod({"metadata": {"generation": 3}, "spec": {}}).generation == 3
