@@ -12,7 +12,7 @@ from pods_api.core.policy.connections import (
     DEFAULT_SEND_TIMEOUT,
 )
 from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
-from pods_api.sources import Source, SourceContext
+from pods_api.core.store.source import Source, SourceContext
 
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")

@@ -31,32 +31,20 @@ the server and the README's flag list take it from there.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pods_api.core.store.cache import OverlaySink, SourceSink
+from pods_api.core.store.source import ErrorCounter, Source, SourceContext, StatusOverlay
 
-# Told (source name, reason) for every input a source rejects; the server counts them.
-ErrorCounter = Callable[[str, str], None]
-
-
-class Source(Protocol):
-    """A pod source. `run(sink)` runs until cancelled and calls the sink on the event loop's
-    thread only (the sink raises RuntimeError otherwise); see the module docstring."""
-
-    name: str  # unique among the sources; names readiness, logs and metric labels, never a secret
-
-    async def run(self, sink: SourceSink) -> None: ...
-
-
-class StatusOverlay(Protocol):
-    """A status-only input: statuses for pods other sources own, written to the cache's
-    overlay sink (`cache.overlay(name)`); it never makes a pod exist."""
-
-    name: str
-
-    async def run(self, sink: OverlaySink) -> None: ...
+# The contract is the cache's (core/store/source.py); source modules take it from here.
+__all__ = [
+    "CanOverlay",
+    "ErrorCounter",
+    "Source",
+    "SourceContext",
+    "SourceModule",
+    "StatusOverlay",
+    "configures_static_pods",
+]
 
 
 @runtime_checkable
@@ -73,16 +61,6 @@ def configures_static_pods(source: Source) -> bool:
     `configures_static_pods = True`. The cache's identity policy matches such a pod with what
     other sources report of the same static pod (its mirror, the kubelet's own view of it)."""
     return getattr(source, "configures_static_pods", False) is True
-
-
-@dataclass(frozen=True)
-class SourceContext:
-    """What a source is built with besides its own flags."""
-
-    node_name: str  # this node's name, lowercased
-    on_error: ErrorCounter | None = None  # None while the flags are only being checked
-    # Told (source name, connected) by a source that holds a connection to a server.
-    on_connected: Callable[[str, bool], None] | None = None
 
 
 class SourceModule(Protocol):
