@@ -22,9 +22,10 @@ from typing import Any
 import orjson
 
 from pods_api import __version__
-from pods_api.core.api.printer import POD_COLUMNS, IncludeObject, pod_table
+from pods_api.core.api.printer import POD_COLUMNS, POD_FIELDS, IncludeObject, pod_table
+from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.pod import Masked, PodVersion
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway.kube.errors import bad_request
 
@@ -72,11 +73,16 @@ def pod_bytes(pod: PodVersion, revision: int) -> bytes:
     return _POD_HEAD + joined[1:]
 
 
-def pod_object(pod: PodVersion, revision: int) -> dict[str, Any]:
+# What a Table row without its object (includeObject=Metadata or None) is made of.
+_ROW_VIEW = View(parse_mask(f"{POD_FIELDS},metadata"))
+
+
+def pod_object(pod: Masked, revision: int) -> dict[str, Any]:
     """The same pod as a dict (for YAML, tables): resourceVersion in its place after uid."""
+    body = pod.json  # decoded from its bytes on each use: once here
     metadata: dict[str, Any] = {}
     placed = False
-    for key, value in (pod.json.get("metadata") or {}).items():
+    for key, value in (body.get("metadata") or {}).items():
         if key == "resourceVersion":
             continue
         if not placed and key not in _BEFORE_RESOURCE_VERSION:
@@ -85,7 +91,7 @@ def pod_object(pod: PodVersion, revision: int) -> dict[str, Any]:
         metadata[key] = value
     if not placed:
         metadata["resourceVersion"] = str(revision)
-    return {"kind": "Pod", "apiVersion": "v1", **pod.json, "metadata": metadata}
+    return {"kind": "Pod", "apiVersion": "v1", **body, "metadata": metadata}
 
 
 # -- lists -----------------------------------------------------------------------------------
@@ -159,7 +165,12 @@ def table(
     remaining: int = 0,
 ) -> bytes:
     """A meta.k8s.io/v1 Table of (pod, its revision), the printer's columns and STATUS rules."""
-    objects = [pod_object(pod, revision) for pod, revision in pods]
+    if include == "Object":
+        objects = [pod_object(pod, revision) for pod, revision in pods]
+    else:
+        # The cells and the row's metadata are all such a Table shows: each version masked to
+        # those (made once per version, then kept with it) decodes a fraction of the pod.
+        objects = [pod_object(pod.masked(_ROW_VIEW), revision) for pod, revision in pods]
     now = datetime.now(UTC)
     result = pod_table(
         objects, now, resource_version=str(resource_version), include_object=include, no_headers=no_headers
