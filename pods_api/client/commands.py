@@ -113,7 +113,13 @@ def add_commands(commands: Any) -> None:
         "-n",
         "--namespace",
         metavar="NAMESPACE",
-        help="with NAME after pod: the pod by namespace and name (pods-api only)",
+        help="the pods of this namespace; with NAME after pod: the pod by namespace and name (pods-api only)",
+    )
+    get.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="the pods of every namespace (the default: a node's pods are few), over -n as kubectl",
     )
     keys = get.add_mutually_exclusive_group()
     keys.add_argument(
@@ -232,8 +238,8 @@ def _print(text: str) -> None:
 def _usage(args: argparse.Namespace) -> str | None:
     """What is wrong with a `get`'s combination of keys, or None."""
     looked_up = args.container_id is not None or args.pod_ip is not None
-    if args.namespace is not None and args.uid is None:
-        return "-n NAMESPACE needs the pod's NAME (pods-api get pod NAME -n NAMESPACE)"
+    if args.all_namespaces and args.uid is not None:
+        return "a pod cannot be got by UID or NAME across all namespaces: drop -A"
     if looked_up and (args.uid is not None or args.namespace is not None):
         return "--container-id and --pod-ip take no UID, NAME or -n"
     if args.uid is not None and args.namespace is None and (args.selector or args.field_selector):
@@ -256,7 +262,9 @@ async def _get(args: argparse.Namespace) -> int:
         args.fields = POD_FIELDS
     selected = {"label_selector": args.selector, "field_selector": args.field_selector}
     async with _client(args) as client:
-        if args.namespace is not None:  # -n NAMESPACE NAME: one pod, by name
+        if args.all_namespaces:
+            args.namespace = None  # -A over -n, as kubectl
+        if args.namespace is not None and args.uid is not None:  # -n NAMESPACE NAME: by name
             namespace, name = args.namespace, args.uid
             found = await _retrying(
                 args,
@@ -281,7 +289,8 @@ async def _get(args: argparse.Namespace) -> int:
             pods = [match.pod for match in matches]
         else:
             pods = await _retrying(args, client, lambda: client.list(args.fields, **selected))
-    _print(render_pods(pods, fmt, datetime.now(UTC)))
+    # -n filters here, not with a field selector: a kubelet's socket serves no selectors.
+    _print(render_pods(pods, fmt, datetime.now(UTC), namespace=args.namespace))
     return Exit.OK
 
 

@@ -60,12 +60,13 @@ def go_yaml(obj: Any) -> str:
     return dump(obj)
 
 
-def render_pods(pods: Sequence[Pod], fmt: Format, now: datetime) -> str:
-    """`pods-api get pods`: every pod, sorted, in one format."""
-    pods = sorted_pods(pods)
+def render_pods(pods: Sequence[Pod], fmt: Format, now: datetime, *, namespace: str | None = None) -> str:
+    """`pods-api get pods`: every pod, sorted, in one format; with `namespace` (`-n`), only that
+    namespace's, and the table without its NAMESPACE column, as kubectl prints them."""
+    pods = sorted_pods(p for p in pods if namespace is None or p.namespace == namespace)
     if fmt in ("table", "wide"):
         objects = [p.json() for p in pods]
-        return pod_text_table(objects, now, wide=fmt == "wide", with_namespace=True)
+        return pod_text_table(objects, now, wide=fmt == "wide", with_namespace=namespace is None)
     if fmt == "json":
         return go_json(pod_list_object(pods)) + "\n"
     if fmt == "yaml":

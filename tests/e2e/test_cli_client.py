@@ -80,6 +80,21 @@ def test_get_pods_prints_kubectls_table_sorted_by_namespace_and_name(server: Ser
     assert by_name["orders-worker-6d5f7c9b8-q7zrt"][2:5] == ["0/1", "CrashLoopBackOff", "12"]
 
 
+def test_get_pods_in_one_namespace_or_all_as_kubectl(server: Served) -> None:
+    every = get(server, "-A")
+    assert (every.returncode, every.stdout) == (Exit.OK, get(server).stdout)
+    shop = get(server, "-n", "shop")
+    assert shop.returncode == Exit.OK, shop.stderr
+    lines = shop.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]  # as kubectl -n
+    assert [line.split()[0] for line in lines[1:]] == [name for ns, name in NAMES if ns == "shop"]
+    assert get(server, "-n", "shop", "-A").stdout == every.stdout  # -A over -n, as kubectl
+    none = get(server, "-n", "nowhere", "-o", "name")
+    assert (none.returncode, none.stdout) == (Exit.OK, "")
+    across = cli("get", "pod", "web-7c9d8f6b5d-x2x9k", "-A", "--socket", str(server.socket))
+    assert across.returncode == Exit.USAGE and "across all namespaces" in across.stderr
+
+
 def test_get_pods_is_the_same_table_on_both_contracts(server: Served) -> None:
     for fmt in ("table", "wide"):
         kubelet = get(server, "-o", fmt, "--contract", "kubelet")
@@ -193,6 +208,10 @@ def test_unreachable_exits_6(tmp_path: Path) -> None:
         result = cli(*args, "--socket", str(stale))
         assert result.returncode == Exit.UNREACHABLE, (args, result.stderr, result.stdout)
         assert "refused" in result.stderr + result.stdout
+    for args in (["get", "pods"], ["watch"]):  # `--socket DIR`: said as `check` says it
+        result = cli(*args, "--socket", str(tmp_path))
+        assert result.returncode == Exit.UNREACHABLE, (args, result.stderr)
+        assert result.stderr == f"pods-api: {tmp_path}: not a socket\n"
 
 
 # -- permission denied, for real: a non-root user against a 0600 root socket ----------------------

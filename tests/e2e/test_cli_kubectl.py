@@ -53,6 +53,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "metadata": {"resourceVersion": "1"},
                 "items": [{"kind": "Pod", "apiVersion": "v1", **p} for p in _Served.pods],
             }
+        elif path.startswith("/api/v1/namespaces/") and path.endswith("/pods"):
+            namespace = path.split("/")[4]
+            body = {
+                "kind": "PodList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": "1"},
+                "items": [
+                    {"kind": "Pod", "apiVersion": "v1", **p}
+                    for p in _Served.pods
+                    if p["metadata"]["namespace"] == namespace
+                ],
+            }
         elif path.startswith("/api/v1/namespaces/") and "/pods/" in path:
             name = path.rsplit("/", 1)[1]
             body = next(
@@ -126,6 +138,18 @@ def test_kubectl_prints_our_pod_list_as_we_do(kubeconfig: Path, fmt: str) -> Non
     if fmt in KUBECTL_LIST:
         theirs = theirs.replace(*KUBECTL_LIST[fmt])
     assert render_pods(pods, fmt, NOW) == theirs  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "name"])
+def test_kubectl_prints_one_namespace_as_we_do(kubeconfig: Path, fmt: str) -> None:
+    pods = as_pods(example_pods())
+    _Served.pods = [p.json() for p in pods]
+    namespace = "shop"
+    assert 1 < sum(p.namespace == namespace for p in pods) < len(pods)  # -n leaves some out
+    theirs = kubectl(kubeconfig, "get", "pods", "-n", namespace, "-o", fmt)
+    if fmt in KUBECTL_LIST:
+        theirs = theirs.replace(*KUBECTL_LIST[fmt])
+    assert render_pods(pods, fmt, NOW, namespace=namespace) == theirs  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
