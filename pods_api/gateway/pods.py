@@ -22,8 +22,8 @@ from starlette.responses import Response
 
 from pods_api.core.api.status import InvalidArgument, NotFound, quote
 from pods_api.core.assembly import Core
-from pods_api.core.query.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.core.query.view import View, parse_view
+from pods_api.core.store.lookup import CONTAINER_ID, POD_IP, LookupKey, find
 from pods_api.gateway import formats, openapi, params
 from pods_api.gateway.admission import GET, LIST, LOOKUP, WATCH, Call, named
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body

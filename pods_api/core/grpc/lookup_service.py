@@ -17,10 +17,10 @@ from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 from pods_api.core.grpc.requests import parser
 from pods_api.core.grpc.service import Contract, list_response, mask_text, send_bounded, watch_encoding
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
-from pods_api.core.query.lookup import LookupKey, find
 from pods_api.core.query.view import View, parse_view
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.index import ContainerRef
+from pods_api.core.store.lookup import LookupKey, find
 from pods_api.core.store.stream import WatchStreams
 
 SERVICE = lookup_pb.DESCRIPTOR.services_by_name["PodLookup"].full_name
