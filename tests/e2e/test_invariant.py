@@ -23,6 +23,8 @@ import asyncio
 import json
 import os
 import random
+import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -492,7 +494,10 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 await quiet_point()
         problems = [p for w in everyone for p in w.problems]
         if problems:
-            raise Violation("\n".join(problems))
+            _report(figures, sources, everyone)  # the run's figures, whatever it found
+            kinds = Counter(re.sub(r"[0-9]+", "N", p.split(": ", 1)[1]) for p in problems)
+            summary = "; ".join(f"{n} of {kind!r}" for kind, n in kinds.most_common())
+            raise Violation(f"{len(problems)} problems ({summary}):\n" + "\n".join(problems[:40]))
     finally:
         for task in tasks:
             task.cancel()
