@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -62,6 +63,19 @@ WATCH_READ_MARGIN = 30.0
 # Connecting (TCP and TLS) and a whole list: a node's pods are at most a few megabytes.
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0
+
+# The longest watch event read: the API server stores at most 1.5 MiB per object (etcd's
+# --max-request-bytes), and an object's JSON is at most about twice its protobuf. A longer line
+# is refused whole, naming its pod, and the watch goes on after it; the codec refuses a pod
+# over its own 1.5 MiB limit in any case.
+MAX_EVENT_BYTES = 3 * 1024 * 1024
+# Of a line too long to decode, this much is kept to name its pod: the API server writes
+# `type`, then the object's metadata (name, namespace, uid, resourceVersion) first.
+EVENT_HEAD_BYTES = 64 * 1024
+_HEAD_FIELDS = {
+    name: re.compile(rb'"%s":"((?:[^"\\]|\\.){0,300})"' % name.encode())
+    for name in ("type", "name", "namespace", "uid", "resourceVersion")
+}
 
 # Told whether the source currently has a working connection to the API server.
 ConnectedGauge = Callable[[bool], None]
@@ -284,17 +298,34 @@ class APIServerSource:
             if response.status != 200:
                 await self._body(response, "watch")  # raises, naming the status
             self._connected()
-            while line := await self._readline(response):
-                if line.strip():
+            async for line, size in _lines(response, MAX_EVENT_BYTES):
+                if size > MAX_EVENT_BYTES:
+                    self._too_large(line, size, sink)
+                    progressed = True
+                elif line.strip():
                     self._event(line, sink)
                     progressed = True
         return progressed
 
-    async def _readline(self, response: aiohttp.ClientResponse) -> bytes:
-        try:
-            return await response.content.readline()
-        except ValueError:  # aiohttp's bound on one line: far above etcd's object size limit
-            raise APIServerError(f"{self._server}: watch: an event too large to read") from None
+    def _too_large(self, head: bytes, size: int, sink: SourceSink) -> None:
+        """A watch event over MAX_EVENT_BYTES (`head`: its first bytes): its pod is refused,
+        named, and keeps its last good version (a DELETED still deletes it); the watch goes on
+        from its resourceVersion. (aiohttp's own line bound, 128 KiB, made the watch fail at
+        that event on every retry: the source applied nothing after it.)"""
+        found = {name: _head_field(head, name) for name in _HEAD_FIELDS}
+        uid = found["uid"]
+        what = f"pod {found['namespace']}/{found['name']} (uid {uid})"
+        problem = f"{what}: a watch event of {size} bytes, over the {MAX_EVENT_BYTES} byte limit"
+        if found["type"] == "DELETED" and uid:
+            self._bad.pop(uid, None)
+            self._seen.pop(uid, None)
+            if self._pods.pop(uid, None) is not None:
+                sink.delete(uid)
+        else:
+            self._bad[uid or what] = problem
+        self._report()
+        if found["resourceVersion"]:
+            self._rv = found["resourceVersion"]
 
     def _event(self, line: bytes, sink: SourceSink) -> None:
         try:
@@ -415,6 +446,46 @@ class APIServerSource:
             reason=response.reason or "",
             credentials=self._credentials.describe(),
         )
+
+
+async def _lines(response: aiohttp.ClientResponse, limit: int) -> AsyncIterator[tuple[bytes, int]]:
+    """The response's lines, each with its size; a line over `limit` comes as its first
+    EVENT_HEAD_BYTES only (the rest is read and dropped), so one huge event costs no more
+    memory than the limit."""
+    buffered: list[bytes] = []
+    size = 0  # of the line being read
+    async for chunk in response.content.iter_any():
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            piece = chunk[start:end]
+            if size + len(piece) > limit:
+                yield _head(buffered, piece), size + len(piece)
+            else:
+                yield b"".join((*buffered, piece)), size + len(piece)
+            buffered, size, start = [], 0, end + 1
+        rest = chunk[start:]
+        if size + len(rest) > limit and size <= limit:
+            buffered = [_head(buffered, rest)]  # over: keep the head only from here on
+        elif size <= limit:
+            buffered.append(rest)
+        size += len(rest)
+    if size:
+        yield (_head(buffered, b"") if size > limit else b"".join(buffered)), size
+
+
+def _head(buffered: list[bytes], piece: bytes) -> bytes:
+    return b"".join((*buffered, piece))[:EVENT_HEAD_BYTES]
+
+
+def _head_field(head: bytes, name: str) -> str:
+    """The first `"name":"value"` in the head of an event, decoded; "" if absent."""
+    match = _HEAD_FIELDS[name].search(head)
+    if match is None:
+        return ""
+    try:
+        return str(orjson.loads(b'"' + match.group(1) + b'"'))
+    except orjson.JSONDecodeError:
+        return ""
 
 
 def _uid(obj: Any) -> str:

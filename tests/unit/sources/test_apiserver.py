@@ -25,7 +25,7 @@ from sourceharness import Harness, by_name, harness_fixture  # noqa: F401
 
 from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.watch import EventType
-from pods_api.sources.apiserver import WATCH_TIMEOUT, APIServerSource
+from pods_api.sources.apiserver import MAX_EVENT_BYTES, WATCH_TIMEOUT, APIServerSource
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
 
@@ -172,6 +172,27 @@ async def test_a_corrupt_event_is_an_error_and_the_watch_resumes_before_it(
     assert resumed.query.get("watch", "").lower() == "true" and resumed.query["resourceVersion"] == seen
     server.put(pod("db"))
     assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "db")]
+
+
+async def test_one_event_too_large_to_read_is_refused_by_name_and_the_watch_goes_on(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    """A 12 MB pod failed the watch at that event (aiohttp's line bound) on every retry: the
+    source applied no later change while health said SERVING."""
+    server.put(pod("web"))
+    server.put(pod("big"))
+    await harness.start(source(server, harness, tmp_path))
+    huge = pod("big")
+    huge["metadata"]["annotations"] = {"example.com/blob": "x" * 12_000_000}
+    server.put(huge)
+    error = await harness.error("over the")
+    assert "default/big" in error and "uid-big" in error and str(MAX_EVENT_BYTES) in error
+    server.put(pod("web", image="nginx:1.28"))
+    server.put(pod("db"))
+    assert [(e.type, e.pod.name) for e in await harness.events(2)] == [(MODIFIED, "web"), (ADDED, "db")]
+    assert harness.cache.get("uid-big") is not None  # its last good version stays
+    server.delete("uid-big")
+    assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(DELETED, "big")]
 
 
 async def test_a_watch_that_times_out_is_resumed(
