@@ -25,6 +25,8 @@ from podwatch import ADDED, DELETED, MODIFIED, Watch, listed
 from serve import serving
 from servers import ManifestServer
 
+from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
+
 pytestmark = pytest.mark.needs_containerd
 
 RELIST = ("--cri-relist", "0.1")
@@ -228,6 +230,8 @@ async def test_a_static_pods_status_is_complete_as_the_kubelets(
         assert conditions(p)["PodReadyToStartContainers"]["status"] == "True"
         assert conditions(p)["Initialized"]["status"] == "True"
         assert p["spec"]["containers"][0]["resources"]["requests"] == limits  # defaulted
+        # The runtime applies no cgroup limits here (none asked over CRI): the spec's are shown.
+        assert status["containerStatuses"][0]["resources"] == {"limits": limits, "requests": limits}
 
         kubelet.remove_container(cid)
 
@@ -268,3 +272,51 @@ async def test_a_failed_static_pod_is_not_ready_for_pod_failed(
         condition = conditions(p)[kind]
         assert (condition["status"], condition["reason"]) == ("False", "PodFailed")
         assert "message" not in condition
+
+
+async def test_termination_messages_are_read_as_the_kubelet_reads_them(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/kuberuntime/kuberuntime_container.go getTerminationMessage: the file mounted at
+    the container's terminationMessagePath (its annotation); readLastStringFromContainerLogs for
+    FallbackToLogsOnError when a failed container wrote none. The runtime's own message first."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    job = manifest("job", ["/bin/true"], restartPolicy="Never")
+    job["spec"]["containers"].append({"name": "noisy", "image": IMAGE, "command": ["/bin/true"]})
+    job["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "etc", "mountPath": "/etc/app", "readOnly": True}
+    ]
+    job["spec"]["volumes"] = [{"name": "etc", "hostPath": {"path": "/etc"}}]
+    put(manifests, "job.yaml", job)
+    log = tmp_path / "termination-log"
+    log.write_text("")  # the kubelet creates it empty and mounts it
+    uid = kubelet_uid()
+    annotations = {CONFIG_SOURCE: "file", CONFIG_HASH: uid, CONFIG_SEEN: "2026-12-01T10:00:00Z"}
+    pod = kubelet.run_pod("job-node-1", "kube-system", uid=uid, annotations=annotations)
+    mount = cri.Mount(container_path="/dev/termination-log", host_path=str(log))
+    kubelet.start_container(
+        pod, "job", ["/bin/sh", "-c", "echo -n 'disk full' > /dev/termination-log; exit 3"], mounts=[mount]
+    )
+    fallback = {"io.kubernetes.container.terminationMessagePolicy": "FallbackToLogsOnError"}
+    kubelet.start_container(
+        pod, "noisy", ["/bin/sh", "-c", "echo starting; echo last words; exit 1"], annotations=fallback
+    )
+
+    def both_ended(kind: int, p: dict[str, Any]) -> bool:
+        if kind == DELETED or p["metadata"]["uid"] != uid:
+            return False
+        statuses = p["status"].get("containerStatuses") or []
+        return len(statuses) == 2 and all("terminated" in s["state"] for s in statuses)
+
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        _, p = await watch.until(both_ended)
+        await watch.close()
+    statuses = {s["name"]: s for s in p["status"]["containerStatuses"]}
+    assert statuses["job"]["state"]["terminated"]["message"] == "disk full"
+    assert statuses["noisy"]["state"]["terminated"]["message"] == "starting\nlast words\n"
+    # convertToAPIContainerStatuses: the spec's mounts, a read-only one not recursively so.
+    assert statuses["job"]["volumeMounts"] == [
+        {"name": "etc", "mountPath": "/etc/app", "readOnly": True, "recursiveReadOnly": "Disabled"}
+    ]

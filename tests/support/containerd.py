@@ -366,8 +366,12 @@ class Kubelet:
         *,
         restart_count: int = 0,
         kind: str = "container",
+        mounts: list[cri.Mount] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> str:
-        cid = self.create_container(pod, name, command, restart_count=restart_count, kind=kind)
+        cid = self.create_container(
+            pod, name, command, restart_count=restart_count, kind=kind, mounts=mounts, annotations=annotations
+        )
         self.stub.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=TIMEOUT)
         return cid
 
@@ -379,7 +383,10 @@ class Kubelet:
         *,
         restart_count: int = 0,
         kind: str = "container",
+        mounts: list[cri.Mount] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> str:
+        """`annotations` are added to (and replace) the kubelet's own for a container."""
         host = cri.NamespaceOption(network=cri.NODE, pid=cri.CONTAINER, ipc=cri.POD)
         config = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name=name, attempt=restart_count),
@@ -394,7 +401,9 @@ class Kubelet:
                 "io.kubernetes.container.terminationMessagePolicy": "File",
                 "io.kubernetes.pod.terminationGracePeriod": "30",
                 "io.kubernetes.container.type": kind,
+                **(annotations or {}),
             },
+            mounts=mounts or [],
             log_path=f"{name}/{restart_count}.log",
             linux=cri.LinuxContainerConfig(
                 security_context=cri.LinuxContainerSecurityContext(namespace_options=host)

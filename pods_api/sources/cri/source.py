@@ -33,8 +33,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
 import random
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -137,7 +140,14 @@ class RuntimeReader:
             if exc.code() == grpc.StatusCode.NOT_FOUND:
                 return
             raise
-        self._containers[listed.id] = (listed.state, container_from_status(listed, response))
+        container = container_from_status(listed, response)
+        if container.state is State.EXITED:
+            # Files on the node's disk: read in a thread, once per exit (the state is final).
+            message = await asyncio.to_thread(termination_message, response.status)
+            if message:
+                joined = f"{container.message}: {message}" if container.message else message
+                container = dataclasses.replace(container, message=joined)
+        self._containers[listed.id] = (listed.state, container)
 
 
 def sandbox_from_status(status: cri.PodSandboxStatus) -> Sandbox:
@@ -198,7 +208,95 @@ def container_from_status(listed: cri.Container, response: cri.ContainerStatusRe
         command=_strings(config.get("command")),
         args=_strings(config.get("args")),
         ports=ports,
+        cpu_quota=status.resources.linux.cpu_quota,
+        cpu_period=status.resources.linux.cpu_period,
+        memory_limit=status.resources.linux.memory_limit_in_bytes,
+        user=_user(status),
     )
+
+
+def _user(status: cri.ContainerStatus) -> tuple[int, int, tuple[int, ...]] | None:
+    if not status.HasField("user") or not status.user.HasField("linux"):
+        return None
+    linux = status.user.linux
+    return linux.uid, linux.gid, tuple(linux.supplemental_groups)
+
+
+# The kubelet's bounds on a termination message (pkg/kubelet/container: MaxContainerTermination-
+# MessageLength, ...LogLength and ...LogLines): a message is a few lines, never a log.
+MAX_MESSAGE_BYTES = 4 * 1024
+MAX_LOG_MESSAGE_BYTES = 2 * 1024
+MAX_LOG_MESSAGE_LINES = 80
+# How much of a container log's end is read to find those lines: 80 lines of CRI log framing
+# (a timestamp, the stream and a tag per line) around 2 KiB of text fit with room to spare.
+LOG_TAIL_BYTES = 64 * 1024
+TERMINATION_MESSAGE_PATH_ANNOTATION = "io.kubernetes.container.terminationMessagePath"
+TERMINATION_MESSAGE_POLICY_ANNOTATION = "io.kubernetes.container.terminationMessagePolicy"
+
+
+def termination_message(status: cri.ContainerStatus) -> str:
+    """An exited container's termination message as the kubelet reads it
+    (kuberuntime_container.go getTerminationMessage, readLastStringFromContainerLogs): the end
+    of the file mounted at its terminationMessagePath (the kubelet's annotation), at most 4 KiB;
+    with FallbackToLogsOnError, a failed container that wrote none gets the last 80 lines of
+    its log, at most 2 KiB. "" when there is none (or the files are not visible here)."""
+    annotations = status.annotations
+    path = annotations.get(TERMINATION_MESSAGE_PATH_ANNOTATION, "")
+    fallback = (
+        annotations.get(TERMINATION_MESSAGE_POLICY_ANNOTATION) == "FallbackToLogsOnError"
+        and status.exit_code != 0
+        and status.reason != "ContainerCannotRun"
+    )
+    message = ""
+    mount = next((m for m in status.mounts if path and m.container_path == path), None)
+    if mount is not None:
+        try:
+            message = _tail(mount.host_path, MAX_MESSAGE_BYTES)[0].decode(errors="replace")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return f"Error on reading termination log {mount.host_path}: {exc}"
+    if not message and fallback and status.log_path:
+        try:
+            data, whole = _tail(status.log_path, LOG_TAIL_BYTES)
+            return _log_message(data if whole else data.partition(b"\n")[2])
+        except OSError:
+            return ""
+    return message
+
+
+def _tail(path: str, limit: int) -> tuple[bytes, bool]:
+    """The last `limit` bytes of a regular file (never a FIFO or device: opened non-blocking and
+    checked before reading), and whether that is the whole file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        start = max(0, info.st_size - limit)
+        os.lseek(fd, start, os.SEEK_SET)
+        return os.read(fd, limit), start == 0
+    finally:
+        os.close(fd)
+
+
+def _log_message(data: bytes) -> str:
+    """The text of the last log lines in CRI's log format (`<time> <stream> <P|F> <text>`, P for
+    a partial line continued by the next), bounded as the kubelet bounds it."""
+    lines: list[bytes] = []
+    partial = b""
+    for raw in data.split(b"\n"):
+        parts = raw.split(b" ", 3)
+        if len(parts) < 3:
+            continue
+        text = parts[3] if len(parts) == 4 else b""
+        if parts[2] == b"P":
+            partial += text
+            continue
+        lines.append(partial + text + b"\n")
+        partial = b""
+    joined = b"".join(lines[-MAX_LOG_MESSAGE_LINES:])
+    return joined[-MAX_LOG_MESSAGE_BYTES:].decode(errors="replace")
 
 
 def _strings(value: Any) -> tuple[str, ...]:

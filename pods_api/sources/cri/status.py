@@ -102,6 +102,11 @@ class Container:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     ports: tuple[Mapping[str, Any], ...] = ()
+    # What the runtime applies (ContainerStatus.resources.linux): 0 where it says nothing.
+    cpu_quota: int = 0
+    cpu_period: int = 0
+    memory_limit: int = 0
+    user: tuple[int, int, tuple[int, ...]] | None = None  # uid, gid, supplemental groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,31 @@ class SpecContainer:
     name: str
     image: str = ""
     sidecar: bool = False  # an init container with restartPolicy Always
+    # The spec's resources as (name, quantity) pairs, and its volume mounts as
+    # (name, mountPath, readOnly, recursiveReadOnly): what the status repeats.
+    requests: tuple[tuple[str, str], ...] = ()
+    limits: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[tuple[str, str, bool, str], ...] = ()
+
+    @classmethod
+    def from_spec(cls, container: Mapping[str, Any]) -> SpecContainer:
+        resources = container.get("resources") or {}
+        return cls(
+            container.get("name", ""),
+            container.get("image", ""),
+            container.get("restartPolicy") == "Always",
+            tuple(sorted((resources.get("requests") or {}).items())),
+            tuple(sorted((resources.get("limits") or {}).items())),
+            tuple(
+                (
+                    m.get("name", ""),
+                    m.get("mountPath", ""),
+                    bool(m.get("readOnly")),
+                    m.get("recursiveReadOnly", ""),
+                )
+                for m in container.get("volumeMounts") or ()
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +163,7 @@ class Shape:
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
 
         def containers(key: str) -> tuple[SpecContainer, ...]:
-            return tuple(
-                SpecContainer(c.get("name", ""), c.get("image", ""), c.get("restartPolicy") == "Always")
-                for c in spec.get(key) or ()
-            )
+            return tuple(SpecContainer.from_spec(c) for c in spec.get(key) or ())
 
         return cls(
             containers("containers"),
@@ -269,6 +296,45 @@ def _vanished(
     return status
 
 
+def _applied(spec: SpecContainer, c: Container, running: bool) -> dict[str, Any]:
+    """What convertToAPIContainerStatuses adds from the spec and the runtime: `volumeMounts`
+    (the spec's, a read-only one with its recursiveReadOnly, Disabled unless asked), `user`
+    (the runtime's, SupplementalGroupsPolicy), and for a running container `resources`: the
+    spec's requests, its limits as the runtime applies them (cpu from the CFS quota, memory
+    from the cgroup limit) where the runtime says, else the spec's (InPlacePodVerticalScaling)."""
+    out: dict[str, Any] = {}
+    if spec.mounts:
+        mounts = []
+        for name, path, read_only, recursive in spec.mounts:
+            mount: dict[str, Any] = {"name": name, "mountPath": path}
+            if read_only:
+                mount["readOnly"] = True
+                mount["recursiveReadOnly"] = (
+                    "Enabled" if recursive in ("Enabled", "IfPossible") else "Disabled"
+                )
+            mounts.append(mount)
+        out["volumeMounts"] = mounts
+    if c.user is not None:
+        uid, gid, groups = c.user
+        linux: dict[str, Any] = {"uid": uid, "gid": gid}
+        if groups:
+            linux["supplementalGroups"] = list(groups)
+        out["user"] = {"linux": linux}
+    if running and (spec.requests or spec.limits):
+        limits = dict(spec.limits)
+        if c.cpu_quota > 0 and c.cpu_period > 0:
+            limits["cpu"] = f"{c.cpu_quota * 1000 // c.cpu_period}m"
+        if c.memory_limit > 0 and "memory" in limits:
+            limits["memory"] = str(c.memory_limit)
+        resources: dict[str, Any] = {}
+        if limits:
+            resources["limits"] = limits
+        if spec.requests:
+            resources["requests"] = dict(spec.requests)
+        out["resources"] = resources
+    return out
+
+
 def container_statuses(
     specs: Sequence[SpecContainer],
     runtime_containers: Iterable[Container],
@@ -311,6 +377,7 @@ def container_statuses(
             "imageID": newest.image_ref,
             "containerID": cid,
             "started": running,
+            **_applied(spec, newest, running),
         }
         if (
             running

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from repo import ROOT
 
 from pods_api.core.api.codec import pod_from_message, pod_to_message
+from pods_api.sources.cri.source import _log_message
 from pods_api.sources.cri.status import (
     EPHEMERAL,
     INIT,
@@ -539,3 +540,55 @@ def test_conditions_carry_the_generation_they_observed() -> None:
     assert status["observedGeneration"] == 3
     assert all(c["observedGeneration"] == 3 for c in status["conditions"])
     assert Shape.from_pod({"metadata": {"generation": 3}, "spec": {}}).generation == 3
+
+
+def test_a_running_containers_resources_user_and_mounts() -> None:
+    """convertToAPIContainerStatuses: resources (requests from the spec, limits as the runtime
+    applies them: a CFS quota of 50000 per 100000 is 500m), the runtime's user, the spec's mounts."""
+    spec = SpecContainer.from_spec(
+        {
+            "name": "a",
+            "image": "i",
+            "resources": {
+                "requests": {"cpu": "250m", "memory": "64Mi"},
+                "limits": {"cpu": "1", "memory": "64Mi"},
+            },
+            "volumeMounts": [
+                {"name": "data", "mountPath": "/data"},
+                {"name": "etc", "mountPath": "/etc/x", "readOnly": True},
+            ],
+        }
+    )
+    c = ctr("a", State.RUNNING, 101)
+    applied = Container(
+        **{
+            **{f: getattr(c, f) for f in c.__slots__},
+            "cpu_quota": 50000,
+            "cpu_period": 100000,
+            "user": (1000, 1000, (4, 20)),
+        }
+    )
+    (status,) = pod_status(Shape(containers=(spec,)), [sandbox()], [applied], "containerd", now=NOW)[
+        "containerStatuses"
+    ]
+    assert status["resources"] == {
+        "limits": {"cpu": "500m", "memory": "64Mi"},
+        "requests": {"cpu": "250m", "memory": "64Mi"},
+    }
+    assert status["user"] == {"linux": {"uid": 1000, "gid": 1000, "supplementalGroups": [4, 20]}}
+    assert status["volumeMounts"] == [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "etc", "mountPath": "/etc/x", "readOnly": True, "recursiveReadOnly": "Disabled"},
+    ]
+
+
+def test_a_log_message_is_the_last_lines_bounded() -> None:
+    """readLastStringFromContainerLogs: the last 80 lines of the CRI log, at most 2 KiB; partial
+    lines (P) joined with the line that completes them."""
+    lines = b"".join(b"2026-01-01T00:00:00.000000001Z stdout F line %d\n" % i for i in range(100))
+    message = _log_message(
+        lines + b"2026-01-01T00:00:00Z stderr P part \n2026-01-01T00:00:00Z stderr F end\n"
+    )
+    assert message.endswith("line 99\npart end\n")
+    assert message.splitlines()[0] == "line 21" and len(message.splitlines()) == 80
+    assert len(_log_message(b"".join(b"t stdout F " + b"x" * 100 + b"\n" for _ in range(50)))) == 2048

@@ -365,7 +365,7 @@ class ContainerMetadata(_message.Message):
     def __init__(self, name: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ContainerConfig(_message.Message):
-    __slots__ = ("metadata", "image", "command", "args", "working_dir", "labels", "annotations", "log_path", "linux")
+    __slots__ = ("metadata", "image", "command", "args", "working_dir", "mounts", "labels", "annotations", "log_path", "linux")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +385,7 @@ class ContainerConfig(_message.Message):
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     WORKING_DIR_FIELD_NUMBER: _ClassVar[int]
+    MOUNTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     LOG_PATH_FIELD_NUMBER: _ClassVar[int]
@@ -394,11 +395,58 @@ class ContainerConfig(_message.Message):
     command: _containers.RepeatedScalarFieldContainer[str]
     args: _containers.RepeatedScalarFieldContainer[str]
     working_dir: str
+    mounts: _containers.RepeatedCompositeFieldContainer[Mount]
     labels: _containers.ScalarMap[str, str]
     annotations: _containers.ScalarMap[str, str]
     log_path: str
     linux: LinuxContainerConfig
-    def __init__(self, metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., log_path: _Optional[str] = ..., linux: _Optional[_Union[LinuxContainerConfig, _Mapping]] = ...) -> None: ...
+    def __init__(self, metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., log_path: _Optional[str] = ..., linux: _Optional[_Union[LinuxContainerConfig, _Mapping]] = ...) -> None: ...
+
+class Mount(_message.Message):
+    __slots__ = ("container_path", "host_path", "readonly", "recursive_read_only")
+    CONTAINER_PATH_FIELD_NUMBER: _ClassVar[int]
+    HOST_PATH_FIELD_NUMBER: _ClassVar[int]
+    READONLY_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    container_path: str
+    host_path: str
+    readonly: bool
+    recursive_read_only: bool
+    def __init__(self, container_path: _Optional[str] = ..., host_path: _Optional[str] = ..., readonly: _Optional[bool] = ..., recursive_read_only: _Optional[bool] = ...) -> None: ...
+
+class LinuxContainerResources(_message.Message):
+    __slots__ = ("cpu_period", "cpu_quota", "cpu_shares", "memory_limit_in_bytes")
+    CPU_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    CPU_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    CPU_SHARES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_IN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cpu_period: int
+    cpu_quota: int
+    cpu_shares: int
+    memory_limit_in_bytes: int
+    def __init__(self, cpu_period: _Optional[int] = ..., cpu_quota: _Optional[int] = ..., cpu_shares: _Optional[int] = ..., memory_limit_in_bytes: _Optional[int] = ...) -> None: ...
+
+class ContainerResources(_message.Message):
+    __slots__ = ("linux",)
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    linux: LinuxContainerResources
+    def __init__(self, linux: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
+
+class LinuxContainerUser(_message.Message):
+    __slots__ = ("uid", "gid", "supplemental_groups")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    SUPPLEMENTAL_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    uid: int
+    gid: int
+    supplemental_groups: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, uid: _Optional[int] = ..., gid: _Optional[int] = ..., supplemental_groups: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ContainerUser(_message.Message):
+    __slots__ = ("linux",)
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    linux: LinuxContainerUser
+    def __init__(self, linux: _Optional[_Union[LinuxContainerUser, _Mapping]] = ...) -> None: ...
 
 class CreateContainerRequest(_message.Message):
     __slots__ = ("pod_sandbox_id", "config", "sandbox_config")
@@ -532,7 +580,7 @@ class ContainerStatusRequest(_message.Message):
     def __init__(self, container_id: _Optional[str] = ..., verbose: _Optional[bool] = ...) -> None: ...
 
 class ContainerStatus(_message.Message):
-    __slots__ = ("id", "metadata", "state", "created_at", "started_at", "finished_at", "exit_code", "image", "image_ref", "reason", "message", "labels", "annotations", "log_path", "image_id")
+    __slots__ = ("id", "metadata", "state", "created_at", "started_at", "finished_at", "exit_code", "image", "image_ref", "reason", "message", "labels", "annotations", "mounts", "log_path", "resources", "image_id", "user")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -560,8 +608,11 @@ class ContainerStatus(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    MOUNTS_FIELD_NUMBER: _ClassVar[int]
     LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     IMAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     id: str
     metadata: ContainerMetadata
     state: ContainerState
@@ -575,9 +626,12 @@ class ContainerStatus(_message.Message):
     message: str
     labels: _containers.ScalarMap[str, str]
     annotations: _containers.ScalarMap[str, str]
+    mounts: _containers.RepeatedCompositeFieldContainer[Mount]
     log_path: str
+    resources: ContainerResources
     image_id: str
-    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., state: _Optional[_Union[ContainerState, str]] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., finished_at: _Optional[int] = ..., exit_code: _Optional[int] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_ref: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., log_path: _Optional[str] = ..., image_id: _Optional[str] = ...) -> None: ...
+    user: ContainerUser
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., state: _Optional[_Union[ContainerState, str]] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., finished_at: _Optional[int] = ..., exit_code: _Optional[int] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_ref: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., log_path: _Optional[str] = ..., resources: _Optional[_Union[ContainerResources, _Mapping]] = ..., image_id: _Optional[str] = ..., user: _Optional[_Union[ContainerUser, _Mapping]] = ...) -> None: ...
 
 class ContainerStatusResponse(_message.Message):
     __slots__ = ("status", "info")
