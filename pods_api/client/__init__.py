@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         Unimplemented,
         Unreachable,
     )
-    from pods_api.client.informer import Backoff, Informer, InformerEvent, SnapshotMode, State
+    from pods_api.client.informer import Backoff, Informer, InformerEvent, State
     from pods_api.client.lookup_client import ContainerKind, Match, MatchedContainer
     from pods_api.client.pod import Pod
 
@@ -65,7 +65,6 @@ __all__ = [
     "Pod",
     "PodsAPIError",
     "RateLimited",
-    "SnapshotMode",
     "State",
     "Unimplemented",
     "Unreachable",
@@ -91,7 +90,7 @@ _HOME = {
         ),
         "errors",
     ),
-    **dict.fromkeys(("Backoff", "Informer", "InformerEvent", "SnapshotMode", "State"), "informer"),
+    **dict.fromkeys(("Backoff", "Informer", "InformerEvent", "State"), "informer"),
     **dict.fromkeys(("ContainerKind", "Match", "MatchedContainer"), "lookup_client"),
 }
 

@@ -6,6 +6,7 @@ how many pods, how fast. The first failure decides the exit code, and says what 
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
@@ -23,6 +24,8 @@ from pods_api.client.exitcodes import Exit
 # ListPods with only the identity fields (the server keeps them whatever the mask): a count and a
 # round trip without moving every pod's status over the socket.
 _COUNT_MASK = "metadata.uid"
+# The trailing metadata pods-api warns its clients in (core/grpc/interceptors.py's name for it).
+WARNING_METADATA = "pods-api-warning"
 _CONTRACT_NAMES = {"KUBELET": "kubelet", "DOCUMENTED": "documented"}
 
 
@@ -185,6 +188,24 @@ async def _contracts(report: Report, seconds: float) -> bool | None:
     return ready
 
 
+async def _warnings(report: Report, seconds: float) -> None:
+    """What the server warns its clients of (a bridged upstream that speaks another version of
+    the Pods API): trailing metadata of a ListPods, served or refused. A line each; the exit
+    code stays what the other steps earned."""
+    from pods_api.client.client import FIELDMASK_METADATA
+
+    async with grpc.aio.insecure_channel(f"unix:{report.socket}") as channel:
+        call = channel.unary_unary("/v1alpha1.Pods/ListPods")(
+            b"", metadata=((FIELDMASK_METADATA, _COUNT_MASK),), timeout=seconds
+        )
+        with contextlib.suppress(grpc.aio.AioRpcError):  # refused: warnings come with it too
+            await call
+        trailing = await call.trailing_metadata()
+    for key, value in trailing or ():
+        if key == WARNING_METADATA:
+            report.add("warning", str(value))
+
+
 async def check(socket_path: str, seconds: float, *, quick: bool = False, liveness: bool = False) -> Report:
     """Diagnose socket_path. `quick` (probes) skips the contract and pod listing when health
     answers; `liveness` passes a server that answers but is not ready yet. Each step waits at
@@ -199,6 +220,7 @@ async def check(socket_path: str, seconds: float, *, quick: bool = False, livene
     ready = healthy
     if not quick or healthy is None:
         listed = await _contracts(report, seconds)
+        await _warnings(report, seconds)
         ready = listed if healthy is None else healthy
     if ready:
         report.add("ready", "yes")

@@ -10,7 +10,7 @@ kubectl prints it).
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -226,11 +226,14 @@ class Client:
         *,
         label_selector: str = "",
         field_selector: str = "",
+        on_unknown: Callable[[int], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """ADDED for each existing pod, INITIAL_SYNC_COMPLETE, then live changes, until the
         server ends the stream (then the iterator raises the typed error, or just stops). With a
         label or field selector (pods-api only), the pods they select: a pod that stops matching
-        comes as DELETED (its last matching state), one that starts matching as ADDED."""
+        comes as DELETED (its last matching state), one that starts matching as ADDED.
+        A frame whose type is not one of EventType's (UNSPECIFIED, or a number from another
+        version of the API) is skipped, and its number told to `on_unknown`."""
         if label_selector or field_selector:
             request = lookup_pb.WatchPodsRequest(label_selector=label_selector, field_selector=field_selector)
             call = self._select_watch(request, metadata=mask_metadata(fields))
@@ -239,7 +242,9 @@ class Client:
         try:
             async for kind, raw in call:
                 if kind not in _EVENT_TYPES:
-                    continue  # a type from a newer server: skipped, as protobuf skips unknown fields
+                    if on_unknown is not None:
+                        on_unknown(kind)
+                    continue  # as the kubelet's own clients skip it
                 event_type = EventType(kind)
                 yield WatchEvent(
                     event_type, None if event_type is EventType.INITIAL_SYNC_COMPLETE else Pod(raw)

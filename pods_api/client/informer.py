@@ -2,8 +2,8 @@
 reconnects that never replay what did not change.
 
 Local state is built only from what the server sends. Each (re)connection opens a watch and
-takes a complete snapshot (the watch's ADDED events up to INITIAL_SYNC_COMPLETE, or a ListPods
-for an upstream that sends no such marker); the snapshot is then reconciled against local state
+takes a complete snapshot (the watch's ADDED events up to its INITIAL_SYNC_COMPLETE, which every
+released kubelet and pods-api send); the snapshot is then reconciled against local state
 by comparing pod bytes, so handlers see exactly the pods that were added, changed or removed
 while the stream was down, and nothing for pods that did not change. Pods the snapshot does
 not mention are pruned then (DELETED), and only then.
@@ -34,11 +34,6 @@ from pods_api.core.api.codec import CodecError
 
 log = logging.getLogger(__name__)
 
-# AUTO: an upstream that has sent no INITIAL_SYNC_COMPLETE after this long without a frame is
-# taken to be one that never will (an early alpha kubelet), and ListPods becomes the snapshot.
-# A real snapshot of a node's pods arrives in milliseconds over a local socket.
-MARKER_WAIT = 2.0
-
 
 class State(Enum):
     """Where the informer stands with its server now. `synced` says whether it ever synced."""
@@ -48,16 +43,6 @@ class State(Enum):
     RATE_LIMITED = "rate limited"  # RESOURCE_EXHAUSTED: too many watches, or we fell behind
     DENIED = "denied"  # the socket does not admit this user
     READY = "ready"  # synced, and watching
-
-
-class SnapshotMode(Enum):
-    """How a connection's snapshot is taken."""
-
-    AUTO = "auto"  # the watch's INITIAL_SYNC_COMPLETE; LIST if none comes within MARKER_WAIT
-    WATCH = "watch"  # the watch's ADDED events up to its INITIAL_SYNC_COMPLETE
-    # ListPods, then the watch's events as changes, and one confirming ListPods MARKER_WAIT later
-    # (for upstreams with no marker, where nothing says when the watch has started)
-    LIST = "list"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +106,14 @@ class Informer:
         client: Client,
         *,
         fields: str | Sequence[str] | None = None,
-        snapshot: SnapshotMode = SnapshotMode.AUTO,
         backoff: Backoff | None = None,
-        marker_wait: float = MARKER_WAIT,
+        on_unknown: Callable[[int], None] | None = None,
     ) -> None:
         self.client = client
         self.fields = fields
-        self.snapshot_mode = snapshot
         self.backoff = backoff or Backoff()
-        self.marker_wait = marker_wait
+        # Told the number of each watch frame of a type EventType does not name (skipped).
+        self.on_unknown = on_unknown
         self.synced = False
         self.state = State.DISCONNECTED
         self.last_error: PodsAPIError | None = None
@@ -138,7 +122,6 @@ class Informer:
         self._state_handlers: list[StateHandler] = []
         self._queues: list[asyncio.Queue[InformerEvent | BaseException]] = []
         self._synced_event = asyncio.Event()
-        self._detected: SnapshotMode | None = None  # what AUTO found the upstream to be
         self._task: asyncio.Task[None] | None = None
 
     # -- what callers use ----------------------------------------------------------------------
@@ -223,10 +206,7 @@ class Informer:
         frames: asyncio.Queue[WatchEvent | PodsAPIError] = asyncio.Queue()
         reader = asyncio.get_running_loop().create_task(self._read(frames))
         try:
-            snapshot, listed = await self._snapshot(frames)
-            self._reconcile(snapshot)
-            if listed:
-                await self._confirm(frames)
+            self._reconcile(await self._snapshot(frames))
             while True:
                 self._apply(await _next(frames))
         finally:
@@ -235,77 +215,28 @@ class Informer:
                 await reader
 
     async def _read(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> None:
-        """Pump the watch into a queue, so the snapshot logic can wait with a timeout and List
-        while the stream stays open."""
+        """Pump the watch into a queue, read by the snapshot and then the live loop."""
         try:
-            async for event in self.client.watch(self.fields):
+            async for event in self.client.watch(self.fields, on_unknown=self.on_unknown):
                 frames.put_nowait(event)
             frames.put_nowait(_StreamEnded(self.client.socket, "the server ended the watch"))
         except PodsAPIError as exc:
             frames.put_nowait(exc)
 
-    async def _snapshot(
-        self, frames: asyncio.Queue[WatchEvent | PodsAPIError]
-    ) -> tuple[dict[str, Pod], bool]:
-        """A complete snapshot, and whether it came from ListPods."""
-        mode = self._detected or self.snapshot_mode
-        if mode is SnapshotMode.LIST:
-            return await self._list_snapshot(frames), True
+    async def _snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
+        """The watch's events up to its INITIAL_SYNC_COMPLETE: a complete snapshot. An upstream
+        that never sends one (another version of the API) leaves the informer unsynced, never
+        synced on a guess."""
         snapshot: dict[str, Pod] = {}
         while True:
-            if mode is SnapshotMode.AUTO:
-                try:
-                    event = await _next(frames, quiet=self.marker_wait)
-                except TimeoutError:
-                    break
-            else:
-                event = await _next(frames)
+            event = await _next(frames)
             if event.type is EventType.INITIAL_SYNC_COMPLETE:
-                return snapshot, False
-            if event.type is not EventType.ADDED:
-                if mode is SnapshotMode.AUTO:
-                    break  # a marker server sends only ADDED before its marker
-                _change(snapshot, event)
-                continue
+                return snapshot
             _change(snapshot, event)
-        log.info(
-            "%s sent no INITIAL_SYNC_COMPLETE; taking ListPods as the snapshot (an early alpha kubelet?)",
-            self.client.socket,
-        )
-        self._detected = SnapshotMode.LIST
-        return await self._list_snapshot(frames), True
-
-    async def _list_snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
-        """ListPods as the snapshot, the watch already open. Frames received before the List
-        was sent are covered by it; frames after are applied as changes (identical ones are
-        no-ops), so nothing between the List and the watch is lost."""
-        while not frames.empty():
-            item = frames.get_nowait()
-            if isinstance(item, PodsAPIError):
-                raise item
-        snapshot: dict[str, Pod] = {}
-        for pod in await self.client.list(self.fields):
-            uid = _uid(pod)
-            if uid is not None:
-                snapshot[uid] = pod
-        return snapshot
-
-    async def _confirm(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> None:
-        """List once more, MARKER_WAIT after a listed snapshot. Without a marker nothing says
-        when the server has registered our watch, and a change made before it did would be in
-        neither the first List nor the watch; by now it is, and this List catches that change."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.marker_wait
-        while (left := until - loop.time()) > 0:
-            try:
-                self._apply(await _next(frames, quiet=left))
-            except TimeoutError:
-                break
-        self._reconcile(await self._list_snapshot(frames), marker=False)
 
     # -- local state -----------------------------------------------------------------------------
 
-    def _reconcile(self, snapshot: dict[str, Pod], *, marker: bool = True) -> None:
+    def _reconcile(self, snapshot: dict[str, Pod]) -> None:
         """Local state becomes the snapshot; only real differences become events."""
         events: list[InformerEvent] = []
         for uid in sorted(self._pods.keys() - snapshot.keys()):
@@ -317,8 +248,7 @@ class Informer:
             elif old.raw != pod.raw:
                 events.append(InformerEvent(EventType.MODIFIED, pod, old))
         self._pods = snapshot
-        if marker:
-            events.append(InformerEvent(EventType.INITIAL_SYNC_COMPLETE, None))
+        events.append(InformerEvent(EventType.INITIAL_SYNC_COMPLETE, None))
         self.synced = True
         self._synced_event.set()
         self._set_state(State.READY, None)
@@ -327,9 +257,7 @@ class Informer:
 
     def _apply(self, event: WatchEvent) -> None:
         if event.type is EventType.INITIAL_SYNC_COMPLETE:
-            if self._detected is SnapshotMode.LIST:
-                self._detected = None  # the upstream sends markers now (upgraded): detect again
-            return
+            return  # one per watch, and this watch's came with its snapshot
         assert event.pod is not None
         uid = _uid(event.pod)
         if uid is None:
@@ -343,7 +271,7 @@ class Informer:
                 self._dispatch(InformerEvent(EventType.DELETED, old))
             return
         if old is not None and old.raw == event.pod.raw:
-            return  # e.g. a marker-less upstream's ADDED for a pod the List already gave
+            return  # nothing changed: handlers hear only real changes
         self._pods[uid] = event.pod
         kind = EventType.ADDED if old is None else EventType.MODIFIED
         self._dispatch(InformerEvent(kind, event.pod, old))
@@ -390,12 +318,9 @@ def _uid(pod: Pod) -> str | None:
         return None
 
 
-async def _next(frames: asyncio.Queue[WatchEvent | PodsAPIError], quiet: float | None = None) -> WatchEvent:
-    """The next frame; raises its error, or TimeoutError after `quiet` seconds without one.
-    (asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
-    arrives together with a frame, and the informer would outlive its owner.)"""
-    async with asyncio.timeout(quiet):
-        item = await frames.get()
+async def _next(frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> WatchEvent:
+    """The next frame; raises its error."""
+    item = await frames.get()
     if isinstance(item, PodsAPIError):
         raise item
     return item

@@ -19,6 +19,7 @@ from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.policy import connections as limits
+from pods_api.core.policy.metrics import event_type_label
 from pods_api.core.store.cache import OverlaySink, SourceSink
 from pods_api.gateway.app import create_app
 from pods_api.gateway.connection import GatewayConnection
@@ -49,7 +50,13 @@ def build_sources(config: Config, core: Core) -> list[Source]:
     def connected(source: str, up: bool) -> None:
         core.metrics.source_connected.labels(source).set(up)
 
-    return config.sources(SourceContext(config.node_name, on_error=count, on_connected=connected))
+    def unknown(source: str, number: int) -> None:
+        core.metrics.upstream_unknown_events.labels(source, event_type_label(number)).inc()
+
+    context = SourceContext(
+        config.node_name, on_error=count, on_connected=connected, on_unknown_event=unknown
+    )
+    return config.sources(context)
 
 
 class _Uvicorn(uvicorn.Server):

@@ -5,20 +5,31 @@ List and Get are answered from our cache without spending the kubelet's 100 qps.
 through byte-exact: the kubelet's bytes are what an unmasked client gets; we decode them only to
 index, mask and render JSON.
 
-Ready once the upstream has synced. Until then an upstream that is absent, refuses us or answers
-FAILED_PRECONDITION keeps this source not ready, and is retried with the informer's backoff.
-Afterwards an outage changes nothing our clients see: the last state stays served, and on
-reconnect only what really changed meanwhile becomes events.
+Ready once the upstream has synced: its watch's INITIAL_SYNC_COMPLETE, which every released
+kubelet sends. Until then an upstream that is absent, refuses us or answers FAILED_PRECONDITION
+keeps this source not ready, and is retried with the informer's backoff. Afterwards an outage
+changes nothing our clients see: the last state stays served, and on reconnect only what really
+changed meanwhile becomes events.
+
+An event of a type the kubelet's released API never sends (UNSPECIFIED) or does not define is
+an upstream that speaks another version of the API. It is not guessed at and no re-list papers
+over it: it is skipped, counted (pods_api_upstream_unknown_events_total{source,type}), logged
+at most once per interval, and told to clients as a warning (`pods-api check` prints it). An
+upstream whose INITIAL_SYNC_COMPLETE is such a number never syncs, so this source stays not
+ready, and says why.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from pods_api.client import Client, EventType, Informer, InformerEvent, PodsAPIError, SnapshotMode, State
+from pods_api.client import Client, EventType, Informer, InformerEvent, PodsAPIError, State
 from pods_api.core.api.codec import CodecError
+from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
@@ -30,30 +41,19 @@ SOURCE_FLAGS: tuple[str, ...] = (f"{FLAG} PATH",)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add(
+    parser.add_argument(
         FLAG,
         type=Path,
         metavar="PATH",
         help="bridge the kubelet's Pods API socket (v1.37+), e.g. /var/lib/kubelet/pods-api/pods-api.sock",
-    )
-    add(
-        "--kubelet-snapshot",
-        choices=[mode.value for mode in SnapshotMode],
-        metavar="auto|watch|list",
-        help="how a (re)connection's snapshot is taken: the watch's INITIAL_SYNC_COMPLETE (watch), "
-        "ListPods for an early alpha kubelet that sends none (list), or detect it (auto, the default)",
     )
 
 
 def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
     socket: Path | None = args.kubelet_socket
     if socket is None:
-        if args.kubelet_snapshot is not None:
-            raise ValueError(f"--kubelet-snapshot is for {FLAG}, which is not given")
         return []
-    snapshot = SnapshotMode(args.kubelet_snapshot or SnapshotMode.AUTO.value)
-    return [KubeletSocketSource(socket, snapshot=snapshot, on_error=context.on_error)]
+    return [KubeletSocketSource(socket, on_error=context.on_error, on_unknown_event=context.on_unknown_event)]
 
 
 class KubeletSocketSource:
@@ -61,15 +61,19 @@ class KubeletSocketSource:
         self,
         socket: Path,
         *,
-        snapshot: SnapshotMode = SnapshotMode.AUTO,
         on_error: ErrorCounter | None = None,
+        on_unknown_event: Callable[[str, int], None] | None = None,
     ) -> None:
         self.name = f"kubelet:{socket}"
         self.socket = socket
-        self.snapshot = snapshot
         self._on_error = on_error
+        self._on_unknown_event = on_unknown_event
         self._sink: SourceSink | None = None
         self._first: dict[str, PodVersion] | None = {}  # the first snapshot, handed over whole
+        # Unknown event types seen, by number, for the life of the process: a mismatch is what
+        # the deployment is, not something a reconnect clears.
+        self._unknown: Counter[int] = Counter()
+        self._unknown_log = ThrottledLog(log)
 
     async def run(self, sink: SourceSink) -> None:
         self._sink = sink
@@ -77,10 +81,23 @@ class KubeletSocketSource:
         # supervisor drops what vanished meanwhile; the cache diffs it into real changes only.
         self._first = {}
         async with Client(self.socket) as client:
-            informer = Informer(client, snapshot=self.snapshot)
+            informer = Informer(client, on_unknown=self._on_unknown)
             informer.add_handler(self._on_event)
             informer.on_state(self._on_state)
             await informer.run()
+
+    def _on_unknown(self, number: int) -> None:
+        self._unknown[number] += 1
+        if self._on_unknown_event is not None:
+            self._on_unknown_event(self.name, number)
+        seen = ", ".join(f"{_type_name(n)} x{count}" for n, count in sorted(self._unknown.items()))
+        warning = (
+            f"upstream {self.socket} speaks another version of the Pods API: it sent watch events "
+            f"of types the kubelet's released v1alpha1 does not send ({seen}); they were skipped"
+        )
+        self._unknown_log.warning(f"{self.name}: {warning}")
+        assert self._sink is not None
+        self._sink.warn(warning)
 
     def _on_event(self, event: InformerEvent) -> None:
         assert self._sink is not None
@@ -125,3 +142,7 @@ class KubeletSocketSource:
             # tells operators the upstream is down, refusing or not ready.
             if self._on_error is not None:
                 self._on_error(self.name, f"upstream {state.value}: {why}")
+
+
+def _type_name(number: int) -> str:
+    return "UNSPECIFIED (0)" if number == 0 else str(number)

@@ -168,7 +168,7 @@ async def test_bridge_passes_the_kubelets_bytes_through(tmp_path: Path) -> None:
     if not pods:
         pytest.skip(f"{SHARED_K8S} is absent")
     assert any(pod_to_bytes(pod_from_bytes(raw)) != raw for raw in pods.values())  # the test can fail
-    kubelet = KubeletServer(tmp_path / "kubelet.sock", pods, marker=True)
+    kubelet = KubeletServer(tmp_path / "kubelet.sock", pods)
     await kubelet.start()
     b = await asyncio.to_thread(start, tmp_path / "b", "--kubelet-socket", str(kubelet.path))
     try:
@@ -219,24 +219,3 @@ def test_default_socket_moves_when_bridging() -> None:
     assert socket_for("--kubelet-socket", str(DEFAULT_SOCKET), "--socket", "/tmp/s.sock") == Path(
         "/tmp/s.sock"
     )
-
-
-def test_snapshot_flag() -> None:
-    from pods_api.client import SnapshotMode
-    from pods_api.sources import SourceContext, registry
-    from pods_api.sources.kubelet_socket import KubeletSocketSource
-
-    def sources(*args: str) -> list[object]:
-        return list(registry.from_args(_parser().parse_args(["serve", *args]), SourceContext("node-1")))
-
-    (auto,) = sources("--kubelet-socket", "/k.sock")
-    (listed,) = sources("--kubelet-socket", "/k.sock", "--kubelet-snapshot", "list")
-    assert isinstance(auto, KubeletSocketSource) and auto.snapshot is SnapshotMode.AUTO
-    assert isinstance(listed, KubeletSocketSource) and listed.snapshot is SnapshotMode.LIST
-    result = subprocess.run(
-        [PODS_API, "serve", "--fixtures", ".", "--kubelet-snapshot", "list"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert result.returncode == 2 and "--kubelet-snapshot is for --kubelet-socket" in result.stderr

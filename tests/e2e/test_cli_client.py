@@ -394,9 +394,7 @@ async def acli(*args: str) -> tuple[int, str, str]:
 
 async def test_against_a_kubelet_socket(tmp_path: Path, server: Served) -> None:
     sock = tmp_path / "kubelet.sock"
-    kubelet = KubeletServer(
-        sock, {p["metadata"]["uid"]: pod_to_bytes(p) for p in example_pods()}, marker=True
-    )
+    kubelet = KubeletServer(sock, {p["metadata"]["uid"]: pod_to_bytes(p) for p in example_pods()})
     await kubelet.start()
     try:
         code, table, err = await acli("get", "pods", "--socket", str(sock))

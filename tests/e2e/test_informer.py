@@ -7,15 +7,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubelet_server import KubeletServer
 from podfiles import EXAMPLES, REPORT, WEB, WORKER, add_copy, copy_examples, edit, set_phase, uid_of
 from serve import TIMEOUT, Served, serving, start
 
-from pods_api import pod_to_bytes
 from pods_api.client import (
     Backoff,
     Client,
@@ -25,7 +21,6 @@ from pods_api.client import (
     NotReady,
     Pod,
     RateLimited,
-    SnapshotMode,
     State,
     Unreachable,
 )
@@ -172,71 +167,12 @@ async def test_rate_limited_state(tmp_path: Path) -> None:
             await holder.aclose()
 
 
-# -- an upstream that never sends INITIAL_SYNC_COMPLETE --------------------------------------
+# -- the snapshot is the watch's own ----------------------------------------------------------
 
 
-def example_pods() -> dict[str, bytes]:
-    pods = {}
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        obj = yaml.safe_load(path.read_text())
-        pods[obj["metadata"]["uid"]] = pod_to_bytes(obj)
-    return pods
-
-
-def phase(pod: bytes, value: str) -> bytes:
-    from pods_api import pod_from_bytes
-
-    obj = pod_from_bytes(pod)
-    obj["status"]["phase"] = value
-    return pod_to_bytes(obj)
-
-
-@pytest.mark.parametrize(
-    ("mode", "initial_added"),
-    [
-        (SnapshotMode.AUTO, True),
-        (SnapshotMode.AUTO, False),
-        (SnapshotMode.LIST, True),
-        (SnapshotMode.LIST, False),
-    ],
-)
-async def test_upstream_without_marker(tmp_path: Path, mode: SnapshotMode, initial_added: bool) -> None:
-    pods = example_pods()
-    legacy = KubeletServer(tmp_path / "kubelet.sock", pods, initial_added=initial_added)
-    await legacy.start()
-    try:
-        async with Client(legacy.path) as client:
-            informer = Informer(client, snapshot=mode, backoff=FAST, marker_wait=0.3)
-            rec = Recorder(informer)
-            async with informer:
-                await informer.wait_synced()
-                assert {uid: p.raw for uid, p in informer.pods.items()} == pods
-                assert rec.since(0) == sorted((ADDED, uid) for uid in pods)
-                # The watch's own ADDED for pods the List gave are no events.
-                first, *rest = sorted(pods)
-                legacy.put(first, phase(pods[first], "Failed"))
-                await rec.until(lambda: len(rec.events) == len(pods) + 2)
-                assert (rec.events[-1].type, rec.events[-1].pod and rec.events[-1].pod.uid) == (
-                    MODIFIED,
-                    first,
-                )
-
-                # A broken stream: the next snapshot is a List again, reconciled without a storm.
-                await legacy.stop()
-                await rec.until(lambda: informer.state is State.DISCONNECTED)
-                mark = len(rec.events)
-                legacy.pods.pop(rest[0])
-                legacy.pods[rest[1]] = phase(pods[rest[1]], "Unknown")
-                await legacy.start()
-                await rec.until(lambda: rec.syncs() == 2)
-                assert rec.since(mark) == sorted([(DELETED, rest[0]), (MODIFIED, rest[1])])
-                assert {uid: p.raw for uid, p in informer.pods.items()} == legacy.pods
-                assert legacy.lists >= 2  # a List per connection (and a confirming one after)
-    finally:
-        await legacy.stop()
-
-
-async def test_auto_against_a_marker_server_never_lists(tmp_path: Path) -> None:
+async def test_the_informer_never_lists(tmp_path: Path) -> None:
+    """Its snapshot is the watch's ADDED events up to INITIAL_SYNC_COMPLETE: no ListPods spends
+    the server's rate limit (nor could a List paper over a watch that does not sync)."""
     with serving(tmp_path / "run", "--fixtures", str(EXAMPLES), "--qps", "0.001", "--burst", "1") as served:
         async with Client(served.socket) as client, Informer(client, backoff=FAST) as informer:
             await informer.wait_synced()

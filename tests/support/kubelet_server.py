@@ -1,8 +1,8 @@
 """A Pods API server standing in for the kubelet's: real gRPC on a UNIX socket, `v1alpha1.Pods`
 ListPods and WatchPods, serving whatever pod bytes the test gives it (Go's, from the shared
-vectors, which our encoder would not write the same). With `marker=False` it is an early alpha
-kubelet whose watch never sends INITIAL_SYNC_COMPLETE (and with `initial_added=False` not even
-ADDED for the pods that exist when it starts). The test changes its pods; every watch hears."""
+vectors, which our encoder would not write the same). Its watch is the kubelet's: ADDED per pod,
+INITIAL_SYNC_COMPLETE, then changes. The test changes its pods; every watch hears. (The Go
+stand-in, tests/go/kubelet/cmd/standin, is the one built from the kubelet's own stubs.)"""
 
 from __future__ import annotations
 
@@ -17,13 +17,9 @@ from pods_api.core.api.pb import pods_v1alpha1_pb2 as pb
 
 
 class KubeletServer:
-    def __init__(
-        self, path: Path, pods: dict[str, bytes], *, marker: bool = False, initial_added: bool = True
-    ) -> None:
+    def __init__(self, path: Path, pods: dict[str, bytes]) -> None:
         self.path = path
         self.pods = dict(pods)  # uid -> v1.Pod bytes
-        self.marker = marker
-        self.initial_added = initial_added
         self.lists = 0
         self._watches: set[asyncio.Queue[bytes]] = set()
         self._server: grpc.aio.Server | None = None
@@ -63,11 +59,9 @@ class KubeletServer:
             queue: asyncio.Queue[bytes] = asyncio.Queue()
             self._watches.add(queue)
             try:
-                if self.initial_added or self.marker:
-                    for pod in list(self.pods.values()):
-                        yield pb.WatchPodsEvent(type=ADDED, pod=pod).SerializeToString()
-                if self.marker:
-                    yield pb.WatchPodsEvent(type=SYNCED).SerializeToString()
+                for pod in list(self.pods.values()):
+                    yield pb.WatchPodsEvent(type=ADDED, pod=pod).SerializeToString()  # type: ignore[arg-type]
+                yield pb.WatchPodsEvent(type=SYNCED).SerializeToString()  # type: ignore[arg-type]
                 while True:
                     yield await queue.get()
             finally:

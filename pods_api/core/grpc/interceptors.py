@@ -31,6 +31,18 @@ Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandl
 Recorder = Callable[[grpc.aio.ServicerContext, BaseException | None], None]
 
 _GRPC_CODES = {code.value[0]: code for code in grpc.StatusCode}
+# Trailing metadata of every List, Get and Lookup while a source has a warning for clients
+# (SourceSink.warn), one value per source: as the API server's Warning headers, something a
+# client may show (`pods-api check` does) and the kubelet's clients ignore.
+WARNING_METADATA = "pods-api-warning"
+
+
+def warning_metadata(warnings: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """Metadata values are printable ASCII: anything else in a source's text is escaped."""
+    return tuple(
+        (WARNING_METADATA, f"{source}: {text}".encode("ascii", "backslashreplace").decode("ascii"))
+        for source, text in sorted(warnings.items())
+    )
 
 
 async def abort(context: grpc.aio.ServicerContext, error: StatusError) -> NoReturn:
@@ -72,7 +84,7 @@ def _intercept(
     deserializer, serializer = handler.request_deserializer, handler.response_serializer
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
-            _unary(handler.unary_unary, admit, record), deserializer, serializer
+            _unary(handler.unary_unary, admit, record, core.cache.warnings), deserializer, serializer
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
@@ -85,8 +97,11 @@ def _unary(
     behavior: Behavior,
     admit: Callable[[Any], None],
     record: Recorder,
+    warnings: dict[str, str],
 ) -> Behavior:
     async def intercepted(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if warnings:  # the cache's own dict: one truth test per call while there are none
+            context.set_trailing_metadata(warning_metadata(warnings))
         try:
             try:
                 admit(request)

@@ -59,6 +59,14 @@ class Metrics:
             ("source",),
             registry=r,
         )
+        self.upstream_unknown_events = Counter(
+            "pods_api_upstream_unknown_events",
+            "Watch events from an upstream Pods API (--kubelet-socket) of a type the kubelet's "
+            "released v1alpha1 never sends (UNSPECIFIED) or does not define: skipped. Any at all "
+            "means the upstream speaks another version of the Pods API than this server.",
+            ("source", "type"),
+            registry=r,
+        )
         r.register(_CacheCollector(cache))
         # The labelled counters of each (api version, call, code), looked up once: labels() takes
         # a lock and checks its arguments, 3 µs a call on the hot path. Bounded by the table.
@@ -76,6 +84,18 @@ class Metrics:
         total, by_method = counters
         total.inc()
         by_method.inc()
+
+
+# Numbers past this are labelled "other": the upstream chooses them, and each label value is a
+# series kept for the life of the process.
+_LABELLED_EVENT_TYPES = 16
+
+
+def event_type_label(number: int) -> str:
+    """The `type` label of pods_api_upstream_unknown_events: UNSPECIFIED, a small number, or other."""
+    if number == 0:
+        return "UNSPECIFIED"
+    return str(number) if 0 < number < _LABELLED_EVENT_TYPES else "other"
 
 
 class _CacheCollector(Collector):

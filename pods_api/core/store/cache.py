@@ -114,6 +114,16 @@ class SourceSink(_Sink):
         self._check_thread()
         self.set_open()
 
+    def warn(self, warning: str | None) -> None:
+        """What a client should hear of this source besides its pods (an upstream that speaks
+        another version of the API than ours), or None once it no longer holds. Surfaces pass
+        it on (`PodCache.warnings`: gRPC trailing metadata that `pods-api check` prints)."""
+        self._check_thread()
+        if warning is None:
+            self._cache.warnings.pop(self.name, None)
+        else:
+            self._cache.warnings[self.name] = warning
+
 
 class OverlaySink(_Sink):
     """What a status overlay (the CRI source) writes to: a PodStatus per UID, for pods other
@@ -211,6 +221,8 @@ class PodCache:
         self._ring_held = 0
         self.readiness = Readiness()
         self._sinks: dict[str, SourceSink] = {}
+        # Source name -> its warning (SourceSink.warn); read-only outside the sinks.
+        self.warnings: dict[str, str] = {}
         self._overlays: dict[str, OverlaySink] = {}
         self._snapshot: Snapshot | None = None
         for index in default_indexes() if indexes is None else indexes:

@@ -40,3 +40,7 @@ class SourceContext:
     on_error: ErrorCounter | None = None  # None while the flags are only being checked
     # Told (source name, connected) by a source that holds a connection to a server.
     on_connected: Callable[[str, bool], None] | None = None
+    # Told (source name, number) by a source reading another Pods API (the bridge) of each
+    # watch event whose type the kubelet's released API does not send: UNSPECIFIED, or a number
+    # it does not define.
+    on_unknown_event: Callable[[str, int], None] | None = None
