@@ -71,7 +71,10 @@ async def serve(config: Config) -> None:
     limits.quiet_accept_errors(loop)
     descriptors = limits.raise_descriptor_limit()
     if config.max_connections is None:
-        config.max_connections = limits.default_max_connections(descriptors)
+        try:
+            config.max_connections = limits.default_max_connections(descriptors)
+        except limits.TooFewDescriptors as exc:
+            raise StartupError(str(exc)) from None
     core = build_core(config)
     # Decoding every pod at start-up leaves the heap full of holes: give them back once synced.
     core.cache.on_readiness(lambda ready: heap.trim() if ready else None)
@@ -153,7 +156,7 @@ async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Serve
             except RuntimeError:  # grpc says why only on its own log
                 bound = 0
             if not bound:
-                raise StartupError(f"cannot listen on {config.socket}")
+                raise StartupError(f"cannot listen on {config.socket}{sockets.bind_problem(claimed.staging)}")
             await server.start()
         sockets.secure(claimed.staging, config.socket_mode, config.socket_group)
         claimed.publish()

@@ -284,7 +284,10 @@ def bind_unix(claimed: Claim, mode: int, group: str | None) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with private_umask():
-            sock.bind(str(claimed.path))
+            try:
+                sock.bind(str(claimed.path))
+            except OSError as exc:
+                raise OSError(f"cannot listen on {claimed.path}: {exc.strerror}") from None
         claimed.bound()
         secure(claimed.path, mode, group)
         sock.listen(BACKLOG)
@@ -293,6 +296,22 @@ def bind_unix(claimed: Claim, mode: int, group: str | None) -> socket.socket:
         raise
     sock.setblocking(False)
     return sock
+
+
+def bind_problem(path: Path) -> str:
+    """Why binding a UNIX socket at `path` fails, as ": <the OS error>", for a server that does
+    not say (grpc's add_insecure_port gives 0 and logs its reason apart); "" if it binds."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with private_umask():
+            probe.bind(str(path))
+    except OSError as exc:
+        return f": {exc.strerror}"
+    finally:
+        probe.close()
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return ""
 
 
 def staging_path(path: Path) -> Path:

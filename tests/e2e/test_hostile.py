@@ -180,6 +180,23 @@ def test_running_out_of_descriptors_is_one_log_line_not_a_flood(tmp_path: Path, 
     assert "Too many open files" in lines[0]
 
 
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+def test_an_open_file_limit_too_low_for_any_connection_cap_is_refused_with_the_reason(
+    tmp_path: Path, fixtures: Path
+) -> None:
+    """`ulimit -n 64` made the HTTP connection cap 1."""
+    command = ["prlimit", "--nofile=64:64", PODS_API, "serve", "--run-dir", str(tmp_path / "run")]
+    result = subprocess.run(
+        [*command, "--fixtures", str(fixtures)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 1
+    assert "the open-file limit is 64; pods-api needs at least 160" in result.stderr, result.stderr
+    assert "--max-connections" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path: Path, fixtures: Path) -> None:
     prlimit = shutil.which("prlimit")
     if prlimit is None:
@@ -435,6 +452,44 @@ def test_bad_addresses_are_one_line(
         timeout=TIMEOUT,
     )
     assert result.returncode == code and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@contextlib.contextmanager
+def _filesystem_without_inodes(base: Path) -> Iterator[Path]:
+    """A tmpfs whose every inode is taken but the run directory's and its lock files'."""
+    mount = base / "full"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=16", "tmpfs", str(mount)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        run_dir = mount / "run"
+        run_dir.mkdir(mode=0o750)
+        for name in ("pods-api.sock.lock", "pods-api-http.sock.lock"):  # left by an earlier run
+            (run_dir / name).touch(mode=0o600)
+        with contextlib.suppress(OSError):
+            for i in range(100):
+                (mount / f"filler-{i}").touch()
+        yield run_dir
+    finally:
+        subprocess.run(["umount", str(mount)])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="needs root to mount a tmpfs")
+def test_a_run_dir_without_inodes_left_says_so(tmp_path: Path, fixtures: Path) -> None:
+    """It said "cannot listen on …" and no reason."""
+    with _filesystem_without_inodes(tmp_path) as run_dir:
+        result = subprocess.run(
+            [PODS_API, "serve", "--run-dir", str(run_dir), "--fixtures", str(fixtures)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on {run_dir}/pods-api.sock: No space left on device" in result.stderr, (
+        result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 

@@ -38,6 +38,9 @@ RESERVED_DESCRIPTORS = 128
 # However high the descriptor limit: past this many connections per surface a node agent is
 # leaking them, and each costs memory as well.
 MAX_CONNECTIONS_CEILING = 4096
+# The fewest connections per surface a server is started with by default: below it, a few
+# agents and a probe would be refused (`ulimit -n 64` made the cap 1).
+MIN_CONNECTIONS = 16
 # When the soft limit cannot be told from the hard one (RLIM_INFINITY), ask for this many.
 NOFILE_WANTED = 1 << 20
 
@@ -56,10 +59,23 @@ def raise_descriptor_limit() -> int:
     return int(soft)
 
 
+class TooFewDescriptors(Exception):
+    """The open-file limit leaves too few connections: raise it, or set --max-connections."""
+
+
 def default_max_connections(descriptors: int) -> int:
     """Per surface (gRPC; HTTP on all its listeners), so that both full still leave
-    RESERVED_DESCRIPTORS for everything else."""
-    return max(1, min(MAX_CONNECTIONS_CEILING, (descriptors - RESERVED_DESCRIPTORS) // 2))
+    RESERVED_DESCRIPTORS for everything else. Raises TooFewDescriptors below MIN_CONNECTIONS."""
+    connections = min(MAX_CONNECTIONS_CEILING, (descriptors - RESERVED_DESCRIPTORS) // 2)
+    if connections < MIN_CONNECTIONS:
+        needed = RESERVED_DESCRIPTORS + 2 * MIN_CONNECTIONS
+        raise TooFewDescriptors(
+            f"the open-file limit is {descriptors}; pods-api needs at least {needed} "
+            f"({RESERVED_DESCRIPTORS} for its sources, sockets and logs, and {MIN_CONNECTIONS} "
+            "connections on each of its two surfaces): raise it (ulimit -n, systemd's "
+            "LimitNOFILE=), or give --max-connections"
+        )
+    return connections
 
 
 _ACCEPT_LOG = ThrottledLog(log)
