@@ -186,8 +186,9 @@ def test_the_go_example_lists_and_watches(
 
 
 def test_the_documented_module_versions_are_the_ones_built() -> None:
-    """docs/clients.md names the k8s.io/kubelet and k8s.io/api versions go.mod pins, and shows
-    how to check them (the block's first command, run here; the second asks the module proxy)."""
+    """README.md and docs/clients.md name the k8s.io/kubelet and k8s.io/api versions go.mod
+    pins, and docs/clients.md shows how to check them (the block's first command, run here; the
+    second asks the module proxy)."""
     done = subprocess.run(
         [go(), "list", "-m", "k8s.io/kubelet", "k8s.io/api"],
         cwd=EXAMPLE.parents[2],
@@ -198,6 +199,6 @@ def test_the_documented_module_versions_are_the_ones_built() -> None:
     )
     assert done.returncode == 0, done.stderr
     versions = dict(line.split() for line in done.stdout.splitlines())
-    text = (DOCS / "clients.md").read_text()
-    assert f"**`k8s.io/kubelet` {versions['k8s.io/kubelet']}**" in text
-    assert f"`k8s.io/api` {versions['k8s.io/api']}" in text
+    for text in ((DOCS / "clients.md").read_text(), (ROOT / "README.md").read_text()):
+        assert f"**`k8s.io/kubelet` {versions['k8s.io/kubelet']}**" in text
+        assert f"`k8s.io/api` {versions['k8s.io/api']}" in text

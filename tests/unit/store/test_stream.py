@@ -16,6 +16,9 @@ from builders import stored
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pods_api.core.api.codec import pod_from_bytes
+from pods_api.core.api.pb import pods_v1alpha1_pb2
+from pods_api.core.grpc.service import Contract, watch_encoding
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.selector import parse_selector
 from pods_api.core.query.view import View
@@ -383,3 +386,25 @@ def test_a_client_applying_the_stream_holds_exactly_the_view(
         assert held == want
 
     asyncio.run(scenario())
+
+
+# -- DELETED on the kubelet's contracts ---------------------------------------------------------
+
+
+def test_a_deleted_frame_carries_the_identity_encoded_once_for_every_view() -> None:
+    """The kubelet's DELETED: a new pod with only name, namespace and uid, whatever the mask;
+    encoded once per version (PodVersion.identity), not once per watcher or view."""
+    version = pod("uid-1")
+    identity = version.identity
+    assert version.identity is identity
+    assert pod_from_bytes(identity) == {"metadata": {"name": "pod-uid-1", "namespace": "ns", "uid": "uid-1"}}
+    kubelet, lookup = watch_encoding(Contract.V1ALPHA1), watch_encoding(Contract.V1ALPHA1, last_state=True)
+    assert kubelet.name != lookup.name  # the frame cache keeps the two meanings apart
+    for mask in (None, "status.phase", "metadata.labels,spec.containers.image"):
+        view = View(parse_mask(mask) if mask else None, None)
+        frame = pods_v1alpha1_pb2.WatchPodsEvent.FromString(
+            kubelet.event(EventType.DELETED, version, view, 7)
+        )
+        assert frame.pod == identity
+        last = pods_v1alpha1_pb2.WatchPodsEvent.FromString(lookup.event(EventType.DELETED, version, view, 7))
+        assert last.pod == version.masked(view).pb
