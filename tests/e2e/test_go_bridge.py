@@ -18,6 +18,7 @@ from golines import Lines, StandIn, raw, run
 from serve import PODS_API, TIMEOUT, Served, serving
 
 from pods_api import pod_from_bytes, pod_to_bytes
+from pods_api.client.exitcodes import Exit
 
 pytestmark = pytest.mark.needs_go
 
@@ -129,3 +130,29 @@ def test_an_event_type_the_released_api_never_sends_is_counted_and_shown(
     warning = next(line for line in check.stdout.splitlines() if line.startswith("warning:"))
     assert "speaks another version of the Pods API" in warning
     assert "UNSPECIFIED (0) x1, 9 x1" in warning
+
+
+def test_an_upstream_with_other_numbers_never_syncs_and_check_says_why(
+    go_build: Callable[[str, str], Path], tmp_path: Path
+) -> None:
+    """The pre-release draft's numbers (ADDED 0 ... INITIAL_SYNC_COMPLETE 3): every ADDED reads
+    as UNSPECIFIED and the marker as a DELETED of nothing. The bridge must not sync on a guess
+    (no List fallback): it stays not ready, and its refusals carry the warning."""
+    socket = tmp_path / "kubelet.sock"
+    with StandIn(go_build("kubelet", "./cmd/standin"), socket, "-draft") as kubelet:
+        for uid, name in PODS.items():
+            kubelet.put(go_pod(name, uid))
+        with serving(tmp_path / "run", "--kubelet-socket", str(socket), ready=False) as bridge:
+            bridge.wait_for_line("speaks another version of the Pods API")
+            check = subprocess.run(
+                [PODS_API, "check", "--socket", str(bridge.socket)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+            assert check.returncode == Exit.NOT_READY, check.stdout + check.stderr
+            warnings = [line for line in check.stdout.splitlines() if line.startswith("warning:")]
+            # (How many of the ADDED it has read by now is not the point: the exact counts are
+            # checked above, after an event that orders them.)
+            assert len(warnings) == 1 and "UNSPECIFIED (0) x" in warnings[0], check.stdout
+            assert kubelet.lists() == 0

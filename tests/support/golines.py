@@ -80,8 +80,8 @@ class StandIn(Lines):
     """The Go stand-in kubelet (tests/go/kubelet/cmd/standin) on `socket`: each command returns
     once every open watch has its event queued."""
 
-    def __init__(self, binary: Path, socket: Path) -> None:
-        super().__init__(binary, "-socket", str(socket), stdin=True)
+    def __init__(self, binary: Path, socket: Path, *flags: str) -> None:
+        super().__init__(binary, "-socket", str(socket), *flags, stdin=True)
         assert self.next() == {"ready": True}
 
     def command(self, **command: Any) -> dict[str, Any]:

@@ -4,7 +4,11 @@
 // kubelet does: one ADDED per pod in UID order, INITIAL_SYNC_COMPLETE, then live events, a
 // DELETED carrying a new pod with only name, namespace and uid.
 //
-//	standin -socket S
+//	standin -socket S [-draft]
+//
+// -draft numbers the events as the pre-release draft of the API did (ADDED 0, MODIFIED 1,
+// DELETED 2, INITIAL_SYNC_COMPLETE 3): an upstream that speaks another version than the
+// released one, which a client built against the release must not take for it.
 //
 // stdin, one JSON object a line:
 //
@@ -50,6 +54,7 @@ type command struct {
 
 type server struct {
 	podsv1alpha1.UnimplementedPodsServer
+	draft    bool
 	mu       sync.Mutex
 	pods     map[string][]byte // uid -> v1.Pod.Marshal()
 	watchers map[chan *podsv1alpha1.WatchPodsEvent]struct{}
@@ -99,11 +104,11 @@ func (s *server) WatchPods(_ *podsv1alpha1.WatchPodsRequest, stream podsv1alpha1
 		s.mu.Unlock()
 	}()
 	for _, pod := range start {
-		if err := stream.Send(&podsv1alpha1.WatchPodsEvent{Type: podsv1alpha1.EventType_ADDED, Pod: pod}); err != nil {
+		if err := s.send(stream, &podsv1alpha1.WatchPodsEvent{Type: podsv1alpha1.EventType_ADDED, Pod: pod}); err != nil {
 			return err
 		}
 	}
-	if err := stream.Send(&podsv1alpha1.WatchPodsEvent{Type: podsv1alpha1.EventType_INITIAL_SYNC_COMPLETE}); err != nil {
+	if err := s.send(stream, &podsv1alpha1.WatchPodsEvent{Type: podsv1alpha1.EventType_INITIAL_SYNC_COMPLETE}); err != nil {
 		return err
 	}
 	for {
@@ -114,11 +119,27 @@ func (s *server) WatchPods(_ *podsv1alpha1.WatchPodsRequest, stream podsv1alpha1
 			if !open {
 				return status.Error(codes.ResourceExhausted, "watch fell behind")
 			}
-			if err := stream.Send(event); err != nil {
+			if err := s.send(stream, event); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// draftNumbers are the event numbers of the pre-release draft, by released type.
+var draftNumbers = map[podsv1alpha1.EventType]podsv1alpha1.EventType{
+	podsv1alpha1.EventType_ADDED:                 0,
+	podsv1alpha1.EventType_MODIFIED:              1,
+	podsv1alpha1.EventType_DELETED:               2,
+	podsv1alpha1.EventType_INITIAL_SYNC_COMPLETE: 3,
+}
+
+// send writes one event, numbered as released or, with -draft, as the draft numbered it.
+func (s *server) send(stream podsv1alpha1.Pods_WatchPodsServer, event *podsv1alpha1.WatchPodsEvent) error {
+	if number, ok := draftNumbers[event.Type]; ok && s.draft {
+		event = &podsv1alpha1.WatchPodsEvent{Type: number, Pod: event.Pod}
+	}
+	return stream.Send(event)
 }
 
 // broadcast queues an event on every watch; the caller holds s.mu.
@@ -188,13 +209,14 @@ func (s *server) apply(cmd command) (map[string]any, error) {
 
 func main() {
 	socket := flag.String("socket", "", "the UNIX socket to serve on")
+	draft := flag.Bool("draft", false, "number the events as the pre-release draft did")
 	flag.Parse()
 	listener, err := net.Listen("unix", *socket)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	s := &server{pods: map[string][]byte{}, watchers: map[chan *podsv1alpha1.WatchPodsEvent]struct{}{}}
+	s := &server{draft: *draft, pods: map[string][]byte{}, watchers: map[chan *podsv1alpha1.WatchPodsEvent]struct{}{}}
 	grpcServer := grpc.NewServer()
 	podsv1alpha1.RegisterPodsServer(grpcServer, s)
 	go func() {
