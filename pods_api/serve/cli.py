@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import functools
 import logging
 import os
@@ -245,10 +246,17 @@ def main(argv: list[str] | None = None) -> None:
             sockets.resolve_group(config.socket_group)
     except ValueError as exc:
         parser.error(str(exc))
+    from pods_api.serve import heap
     from pods_api.serve.process import StartupError, serve
 
+    heap.limit_arenas()  # before grpc starts its threads
+    # A fatal signal (a C library's failed allocation) then says where, on stderr.
+    faulthandler.enable()
     try:
         asyncio.run(serve(config))
+    except MemoryError:
+        print("pods-api: out of memory (an address-space or memory limit was reached)", file=sys.stderr)
+        raise SystemExit(1) from None
     except (StartupError, OSError, ValueError) as exc:
         print(f"pods-api: {exc}", file=sys.stderr)
         raise SystemExit(getattr(exc, "exit_code", 1)) from None

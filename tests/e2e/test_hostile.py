@@ -197,6 +197,24 @@ def test_an_open_file_limit_too_low_for_any_connection_cap_is_refused_with_the_r
     assert "--max-connections" in result.stderr and "Traceback" not in result.stderr
 
 
+# 600 MiB of address space: what the server needs with its malloc arenas bounded, with room.
+ADDRESS_SPACE_KIB = 600 * 1024
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for ulimit -v")
+def test_a_server_under_an_address_space_limit_serves(tmp_path: Path, fixtures: Path) -> None:
+    """glibc reserved 64 MiB of address space per thread's malloc arena (600 of the 820 MiB
+    mapped): under a limit, threads could not start ("can't start new thread", the fixtures
+    source failing over and over) or a C library's allocation failed (SIGSEGV, no word)."""
+    limited = ("bash", "-c", f'ulimit -v {ADDRESS_SPACE_KIB} && exec "$@"', "pods-api")
+    with serving(tmp_path / "run", "--fixtures", str(fixtures), prefix=limited) as served:
+        assert list_pods(served) == len(UIDS)
+        assert http_get(served, "/v1/pods").json()["items"]
+        served.stop()
+    assert_no_traceback(served)
+    assert "can't start new thread" not in "".join(served.lines)
+
+
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one(tmp_path: Path, fixtures: Path) -> None:
     prlimit = shutil.which("prlimit")
     if prlimit is None:
