@@ -339,12 +339,17 @@ def serve_with_privileges(run_dir: Path, *setpriv: str) -> subprocess.CompletedP
     )
     assert proc.stderr is not None
     lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if "serving the Pods API" in line:
-            (run_dir / "group").write_text(str(os.stat(run_dir / "pods-api.sock").st_gid))
-            proc.send_signal(signal.SIGTERM)
-    proc.wait(TIMEOUT)
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "serving the Pods API" in line:
+                (run_dir / "group").write_text(str(os.stat(run_dir / "pods-api.sock").st_gid))
+                proc.send_signal(signal.SIGTERM)
+        proc.wait(TIMEOUT)
+    finally:  # whatever failed above, the server does not outlive the test
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     return subprocess.CompletedProcess(cmd, proc.returncode, "", "".join(lines))
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -15,7 +13,7 @@ import httpx
 import pytest
 from builders import pod
 from podwatch import ADDED, SYNCED, Watch
-from serve import SERVING_LINE, Served, serving
+from serve import Served, serving, start
 from sourceharness import TIMEOUT, dump, write
 
 from pods_api.core.store.cache import PodCache, SourceSink
@@ -238,19 +236,7 @@ async def test_a_deeply_nested_fixture_is_a_clear_error(tmp_path: Path) -> None:
 
 def _start_failing(run_dir: Path, *args: str) -> Served:
     """`pods-api serve` as `serve.start` runs it, with the repr() error-message helper."""
-    cmd = [sys.executable, "-c", _WITH_A_FAILING_SOURCE, "serve", "--run-dir", str(run_dir)]
-    proc = subprocess.Popen(
-        [*cmd, "--node-name", "node-1", *args],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    served = Served(proc, run_dir)
-    served._reader = threading.Thread(target=served._pump, daemon=True)
-    served._reader.start()
-    served.wait_for_line(SERVING_LINE)
-    return served
+    return start(run_dir, *args, program=(sys.executable, "-c", _WITH_A_FAILING_SOURCE))
 
 
 def _client(served: Served) -> httpx.AsyncClient:

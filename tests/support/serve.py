@@ -109,11 +109,13 @@ def start(
     prefix: tuple[str, ...] = (),
     umask: int = -1,
     timeout: float = START_TIMEOUT,
+    program: tuple[str, ...] = (PODS_API,),
 ) -> Served:
-    """`prefix` runs the command under another (prlimit, setpriv); `umask` sets the process's.
+    """`prefix` runs the command under another (prlimit, setpriv); `umask` sets the process's;
+    `program` is what takes `serve ...` (a Python snippet that wraps the command line, say).
     A start that fails (the line never comes, the process exits first) kills the process before
     it raises; the caller closes a started one (`serving` does)."""
-    cmd = [*prefix, PODS_API, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
+    cmd = [*prefix, *program, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
     proc = subprocess.Popen(
         cmd,
         stderr=subprocess.PIPE,
