@@ -13,6 +13,7 @@ from pathlib import Path
 import grpc
 from released import ADDED, DELETED, MODIFIED, SYNCED
 
+from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pb
 
 
@@ -43,7 +44,10 @@ class KubeletServer:
         self._send(kind, pod)
 
     def remove(self, uid: str) -> None:
-        self._send(DELETED, self.pods.pop(uid))
+        """DELETED as the kubelet sends it: a new pod with only the name, namespace and uid."""
+        meta = k8s_core_v1_pb2.Pod.FromString(self.pods.pop(uid)).metadata
+        gone = k8s_meta_v1_pb2.ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid)
+        self._send(DELETED, k8s_core_v1_pb2.Pod(metadata=gone).SerializeToString())
 
     def _send(self, kind: int, pod: bytes) -> None:
         frame = pb.WatchPodsEvent(type=kind, pod=pod).SerializeToString()  # type: ignore[arg-type]
