@@ -1,6 +1,6 @@
 """Regenerate core/api/pb/ from proto/*.proto: `python proto/generate.py`.
 
-The modules are committed so that installing pods-api needs no protoc; tests/test_proto.py fails
+The modules are committed so that installing pods-api needs no protoc; tests/unit/api/test_proto.py fails
 when they are stale. grpcio-tools is pinned in pyproject.toml because its output differs between
 versions.
 """

@@ -2,7 +2,7 @@
 documented, and FastAPI's 422 (which this API never sends: bad input is a 400) removed.
 
 The committed copy, openapi/openapi.json, is written by `python -m pods_api.gateway.openapi_writer`
-(gateway/openapi_writer.py); tests/test_gateway_openapi.py fails when it differs from what the
+(gateway/openapi_writer.py); tests/unit/gateway/test_openapi.py fails when it differs from what the
 app serves.
 """
 

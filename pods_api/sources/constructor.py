@@ -13,7 +13,7 @@ the load (BENCHMARKS.md, W6). Here:
     or `!!set`, a non-scalar key, nesting deeper than `_FAST_DEPTH`) makes it hand the whole
     document to PyYAML's own constructor, so every result and every error is PyYAML's.
 
-tests/test_sources_yaml.py checks against `yaml.load(..., Loader=CSafeLoader)` with hypothesis.
+tests/unit/sources/test_constructor.py checks against `yaml.load(..., Loader=CSafeLoader)` with hypothesis.
 """
 
 from __future__ import annotations

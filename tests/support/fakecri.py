@@ -1,6 +1,6 @@
 """A fake container runtime speaking the real CRI runtime.v1 protocol (grpc.aio, UNIX socket),
 for what a real containerd here cannot show: 110 pods at once, and GetContainerEvents (Debian's
-containerd 1.6 answers UNIMPLEMENTED). Used by tests/test_cri_views.py and bench/cri.py."""
+containerd 1.6 answers UNIMPLEMENTED). Used by tests/e2e/test_cri_views.py and bench/cri.py."""
 
 from __future__ import annotations
 
