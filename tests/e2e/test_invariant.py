@@ -317,8 +317,11 @@ class SseWatcher(Watcher):
         self.trace.append(f"{kind} id={fields.get('id')} {data[:90]}")
         if "id" in fields:
             revision = int(fields["id"])
-            if self.last_id is not None and revision <= self.last_id and kind != "INITIAL_SYNC_COMPLETE":
-                self.problems.append(f"{self.name}: id {revision} after {self.last_id} (delivered twice)")
+            # Never back: a resume gets only what came after its id. Equal ids are coalesced
+            # events (docs/http-gateway.md): each carries the revision up to which its watcher
+            # had every event, so resuming from it misses none.
+            if self.last_id is not None and revision < self.last_id and kind != "INITIAL_SYNC_COMPLETE":
+                self.problems.append(f"{self.name}: id {revision} after {self.last_id} (went back)")
             self.last_id = revision
         if kind == "ERROR":
             self.stats.cut_off += 1
@@ -522,7 +525,7 @@ def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None
         f"\nseed {figures.seed}: {figures.steps} steps, file changes {dict(sorted(sources.faults.items()))}, "
         f"{sum(w.stats.events for w in watchers)} events applied by {len(watchers)} watchers, "
         f"{figures.quiet_points} quiet points, {figures.restarts} restart(s), {figures.stalls} stalls, "
-        f"{figures.long_stalls} stalls past the send timeout ({figures.send_timeouts} sends given up), "
+        f"{figures.long_stalls} stalls past the send timeout ({figures.send_timeouts} send-timeout log lines, throttled), "
         f"{figures.disconnects} disconnects, {sum(w.stats.resumes for w in watchers)} SSE resumes, "
         f"cut off and told {told}, untold endings {sum(w.stats.untold for w in watchers)}, "
         f"descriptors {_span(figures.descriptors)}, RSS KiB {_span(figures.rss_kib)}; "
