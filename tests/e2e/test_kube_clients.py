@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -476,3 +477,46 @@ def test_kubectl_logs_and_exec_say_what_serves_them(node: Node) -> None:
     assert shell.returncode == 1
     assert "does not serve pods/exec" in shell.stderr and "crictl exec" in shell.stderr
     assert httpx.get(f"{node.url}/livez").text == "ok\n"
+
+
+# -- kr8s --------------------------------------------------------------------------------------
+
+
+def test_kr8s_lists_with_no_warning_but_its_version_range(node: Node) -> None:
+    """kr8s probes `/version/`, `/api/` and `/apis/` (trailing slashes, as the API server also
+    answers) and warns when one fails. The one warning left is its own support range, which says
+    the same of a real v1.37 API server."""
+    kr8s = pytest.importorskip("kr8s", reason="kr8s is not installed")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api = kr8s.api(kubeconfig=str(node.config))
+        names = sorted((p.namespace, p.name) for p in kr8s.get("pods", namespace=kr8s.ALL, api=api))
+    assert names[-1] == ("shop", WEB) and len(names) == 5
+    said = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    assert all(
+        re.fullmatch(r"Kubernetes version v1\.37\.0\+pods-api-\S+ is not supported\. .*", m) for m in said
+    ), said
+
+
+def test_kubectl_gets_this_nodes_namespaces_and_the_node(node: Node) -> None:
+    """Read-only and as far as the node knows: its pods' namespaces, and itself with no
+    conditions it has not observed (kubectl's `Unknown`, as for a node that never reported)."""
+    namespaces = node.kubectl("get", "ns").stdout.splitlines()
+    assert [columns(line)[:2] for line in namespaces] == [
+        ["NAME", "STATUS"],
+        ["batch", "Active"],
+        ["kube-system", "Active"],
+        ["monitoring", "Active"],
+        ["shop", "Active"],
+    ]
+    assert node.kubectl("get", "ns", "shop", "-o", "name").stdout == "namespace/shop\n"
+    missing = node.kubectl("get", "ns", "default", check=False)
+    assert missing.stderr == 'Error from server (NotFound): namespaces "default" not found\n'
+    nodes = node.kubectl("get", "nodes").stdout.splitlines()
+    assert columns(nodes[0]) == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert len(nodes) == 2 and columns(nodes[1])[1:4] == ["Unknown", "<none>", "<unknown>"]
+    this = columns(nodes[1])[0]
+    assert this == "node-1"  # the harness's --node-name
+    assert json.loads(node.kubectl("get", "node", this, "-o", "json").stdout)["metadata"]["name"] == this
+    refused = node.kubectl("delete", "ns", "shop", check=False)
+    assert refused.returncode == 1

@@ -231,7 +231,35 @@ _POD_RESOURCE = {
     "shortNames": ["po"],
     "categories": ["all"],
 }
-API_RESOURCE_LIST = {"kind": "APIResourceList", "groupVersion": "v1", "resources": [_POD_RESOURCE]}
+# This node and its pods' namespaces, read-only (gateway/kube/cluster.py).
+READ = ["get", "list"]
+NAMESPACES = {"name": "namespaces", "singularName": "namespace", "kind": "Namespace", "shortNames": ["ns"]}
+NODES = {"name": "nodes", "singularName": "node", "kind": "Node", "shortNames": ["no"]}
+
+
+def legacy_resource(resource: dict[str, Any]) -> dict[str, Any]:
+    """The APIResourceList entry of a cluster-scoped, read-only resource."""
+    return {**resource, "namespaced": False, "verbs": READ}
+
+
+def aggregated_resource(resource: dict[str, Any]) -> dict[str, Any]:
+    """The same in the aggregated (apidiscovery.k8s.io/v2) form."""
+    return {
+        "resource": resource["name"],
+        "responseKind": {"group": "", "version": "v1", "kind": resource["kind"]},
+        "scope": "Cluster",
+        "singularResource": resource["singularName"],
+        "verbs": READ,
+        "shortNames": resource["shortNames"],
+    }
+
+
+_CLUSTER_RESOURCES = (NAMESPACES, NODES)
+API_RESOURCE_LIST = {
+    "kind": "APIResourceList",
+    "groupVersion": "v1",
+    "resources": [_POD_RESOURCE, *(legacy_resource(r) for r in _CLUSTER_RESOURCES)],
+}
 API_VERSIONS = {
     "kind": "APIVersions",
     "versions": ["v1"],
@@ -261,7 +289,8 @@ AGGREGATED_CORE = {
                             "verbs": VERBS,
                             "shortNames": ["po"],
                             "categories": ["all"],
-                        }
+                        },
+                        *(aggregated_resource(r) for r in _CLUSTER_RESOURCES),
                     ],
                     "freshness": "Current",
                 }

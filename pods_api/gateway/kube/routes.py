@@ -27,7 +27,7 @@ and decodes by the response's Content-Type), and one that accepts only protobuf 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -37,7 +37,6 @@ from starlette.responses import Response
 
 from pods_api.core.api.status import StatusError
 from pods_api.core.assembly import Core
-from pods_api.core.query.view import View
 from pods_api.gateway import formats
 from pods_api.gateway.admission import GET, LIST, WATCH, Call, named
 from pods_api.gateway.front import CallRoute, Surface, unreachable
@@ -45,6 +44,7 @@ from pods_api.gateway.kube import errors as kubeerrors
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube import openapiv3, params, reviews, watching
 from pods_api.gateway.kube.apidoc import DISCOVERY_RESPONSES, GET_RESPONSES, LIST_PARAMETERS, LIST_RESPONSES
+from pods_api.gateway.kube.cluster import ClusterRoutes
 from pods_api.gateway.kube.errors import KubeError, from_status, not_found
 from pods_api.gateway.kube.lists import Lists
 
@@ -112,9 +112,22 @@ class KubeRoutes:
             summary="Kubernetes discovery: pods",
             **documents,
         )
+        # The API server answers its discovery paths with a trailing slash too; kr8s asks so.
+        slashed: dict[str, Callable[..., Awaitable[Response]]] = {
+            "/version/": self.version,
+            "/api/": self.api,
+            "/apis/": self.apis,
+            "/api/v1/": self.api_v1,
+        }
+        for path, answer in slashed.items():
+            route(path, answer, include_in_schema=False)
         for call in self.calls():
             serve_call(call)
-        route("/api/v1/namespaces/{namespace}", self.namespace, include_in_schema=False)
+        cluster = ClusterRoutes(self.core)
+        route("/api/v1/namespaces", cluster.namespaces, include_in_schema=False)
+        route("/api/v1/namespaces/{namespace}", cluster.namespace, include_in_schema=False)
+        route("/api/v1/nodes", cluster.nodes, include_in_schema=False)
+        route("/api/v1/nodes/{name}", cluster.node, include_in_schema=False)
         route("/api/v1/events", self.events, include_in_schema=False)
         route("/api/v1/namespaces/{namespace}/events", self.events, include_in_schema=False)
         route("/openapi/v3", openapiv3.root, include_in_schema=False)
@@ -212,20 +225,6 @@ class KubeRoutes:
         if media == formats.JSON and not params.flag(request, "pretty"):
             return Response(kubeobjects.pod_bytes(pod, pod.revision), media_type=formats.JSON)
         return params.render(request, kubeobjects.pod_object(pod, pod.revision), media)
-
-    async def namespace(self, namespace: str) -> Response:
-        """kubectl, told a pod is not found, asks whether its namespace is: answered from this
-        node's pods (a namespace none of them is in is not found), so that it prints the pod's
-        NotFound as against a cluster rather than the namespace's. Not in discovery."""
-        pods = kubeobjects.in_key_order(self.core.cache.snapshot(), View.EVERYTHING)
-        if not any(pod.namespace == namespace for pod in pods):
-            raise KubeError(
-                404,
-                "NotFound",
-                f'namespaces "{namespace}" not found',
-                details={"name": namespace, "kind": "namespaces"},
-            )
-        return Response(orjson.dumps(kubeobjects.namespace(namespace)), media_type=formats.JSON)
 
     async def events(self) -> Response:
         """`kubectl describe pod` lists the pod's events: this server records none (the

@@ -73,14 +73,16 @@ async def test_discovery_legacy_and_aggregated(gateway: Gateway) -> None:
     assert (await client.get("/apis")).json() == {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
     resources = (await client.get("/api/v1")).json()["resources"]
     assert [(r["name"], r["namespaced"], r["kind"], r["verbs"]) for r in resources] == [
-        ("pods", True, "Pod", ["get", "list", "watch"])
+        ("pods", True, "Pod", ["get", "list", "watch"]),
+        ("namespaces", False, "Namespace", ["get", "list"]),
+        ("nodes", False, "Node", ["get", "list"]),
     ]
     # What client-go asks first; the Content-Type tells it which form came back.
     accept = {"Accept": f"{AGGREGATED_MEDIA_TYPE},application/json"}
     aggregated = await client.get("/api", headers=accept)
     assert aggregated.headers["content-type"] == AGGREGATED_MEDIA_TYPE
     (group,) = aggregated.json()["items"]
-    assert group["versions"][0]["resources"][0]["resource"] == "pods"
+    assert [r["resource"] for r in group["versions"][0]["resources"]] == ["pods", "namespaces", "nodes"]
     assert (await client.get("/apis", headers=accept)).json()["items"] == []
     assert (await client.get("/version")).json()["major"] == "1"
 
@@ -185,8 +187,9 @@ async def test_errors_are_status_objects(gateway: Gateway) -> None:
     for path in [
         "/api/v1/namespaces/shop/pods/web/log",
         "/api/v1/namespaces/shop/pods/web/status",
-        "/api/v1/nodes",
+        "/api/v1/nodes/another-node",
         "/api/v1/namespaces/nowhere",
+        "/api/v1/services",
         "/apis/apps/v1/deployments",
     ]:
         r = await client.get(path)
