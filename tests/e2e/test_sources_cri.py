@@ -292,7 +292,9 @@ def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
     volume = next(v for v in spec["volumes"] if v["name"] == "cri-socket")
     assert mount["readOnly"] is True
     assert mount["mountPath"] == volume["hostPath"]["path"] == "/run/containerd/containerd.sock"
-    args = [a.replace("$(NODE_NAME)", "node-1") for a in container["args"]]
+    args = [a.replace("$(NODE_NAME)", "node-1").replace("$(HOST_IP)", "10.0.0.5") for a in container["args"]]
+    host_ip = next(e for e in container["env"] if e["name"] == "HOST_IP")
+    assert host_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     config = config_from_args(_parser().parse_args(args))
     # Beside the DaemonSet's static pod manifests, the runtime is an overlay of their status.
     owners, overlays = registry.split_overlays(config.sources(SourceContext("node-1")))
@@ -300,6 +302,7 @@ def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
     assert [(type(o).__name__, o.socket) for o in overlays] == [
         ("CRIStatusOverlay", Path("/run/containerd/containerd.sock"))
     ]
+    assert overlays[0]._node_ips == ("10.0.0.5",)
 
 
 def fixture_pod(pod: PodRef, restart_policy: str, status: dict[str, Any]) -> dict[str, Any]:

@@ -220,11 +220,14 @@ async def test_a_static_pods_status_is_complete_as_the_kubelets(
     pod = kubelet.run_pod("etcd-node-1", "kube-system", uid=uid, annotations=annotations)
     kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
     cid = kubelet.start_container(pod, "etcd", ["/bin/sleep", "1000"])
-    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+    with serve(tmp_path, runtime, "--manifests", str(manifests), "--node-ip", "10.0.0.5") as served:
         watch = Watch(served)
         _, p = await watch.until(running_under(uid))
         status = p["status"]
         assert status["qosClass"] == "Guaranteed"
+        # generateAPIPodStatus: the node's IPs, a host-network pod's own.
+        assert (status["hostIP"], status["hostIPs"]) == ("10.0.0.5", [{"ip": "10.0.0.5"}])
+        assert (status["podIP"], status["podIPs"]) == ("10.0.0.5", [{"ip": "10.0.0.5"}])
         (setup,) = status["initContainerStatuses"]
         assert setup["state"]["terminated"]["reason"] == "Completed" and setup["ready"] is True
         assert conditions(p)["PodReadyToStartContainers"]["status"] == "True"

@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import os
 import random
@@ -326,6 +327,7 @@ def standalone_pod(
     node_name: str,
     previous: Mapping[str, Any] | None,
     now: str,
+    node_ips: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A pod in Kubernetes JSON from nothing but what the runtime reports; `sandboxes` holds at
     least one."""
@@ -379,7 +381,9 @@ def standalone_pod(
     if annotations:
         metadata["annotations"] = annotations
     metadata["creationTimestamp"] = cristatus.rfc3339(min(s.created_at for s in sandboxes))
-    status = cristatus.pod_status(shape, sandboxes, containers, runtime, previous=previous, now=now)
+    status = cristatus.pod_status(
+        shape, sandboxes, containers, runtime, previous=previous, now=now, node_ips=node_ips
+    )
     return {"metadata": metadata, "spec": spec, "status": status}
 
 
@@ -417,6 +421,7 @@ class _RuntimeFollower(Generic[S]):
         follow_events: bool = True,
         on_error: ErrorCounter | None = None,
         clock: Callable[[], int] = time.time_ns,
+        node_ips: Sequence[str] = (),
     ) -> None:
         self.socket = socket
         self.name = f"cri:{socket}"
@@ -424,6 +429,7 @@ class _RuntimeFollower(Generic[S]):
         self._follow_events = follow_events
         self._on_error = on_error
         self._clock = clock
+        self._node_ips = tuple(node_ips)
 
     def publish(self, sink: S, view: RuntimeView) -> None:
         raise NotImplementedError
@@ -499,6 +505,7 @@ class CRISource(_RuntimeFollower[SourceSink]):
             follow_events=self._follow_events,
             on_error=self._on_error,
             clock=self._clock,
+            node_ips=self._node_ips,
         )
 
     def publish(self, sink: SourceSink, view: RuntimeView) -> None:
@@ -523,6 +530,7 @@ class CRISource(_RuntimeFollower[SourceSink]):
                 containers,
                 view.runtime,
                 node_name=self._node,
+                node_ips=self._node_ips,
                 previous=previous,
                 now=now,
             )
@@ -604,6 +612,7 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
                 view.runtime,
                 previous=previous,
                 now=now,
+                node_ips=self._node_ips,
             )
             # Only what the runtime tells: other sources' conditions stay theirs.
             status["conditions"] = [
@@ -661,6 +670,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "every pod sandbox is a pod; with other sources, their pods' status comes from the runtime",
     )
     add(
+        "--node-ip",
+        type=_node_ips,
+        default=(),
+        metavar="IP[,IP]",
+        help="the node's IP (or its IPv4 and IPv6, comma-separated), as the kubelet's --node-ip: CRI "
+        "does not report it; the pods' hostIP(s), and the podIP(s) of pods on the host network "
+        "(in a DaemonSet: $(HOST_IP) from status.hostIP)",
+    )
+    add(
         "--cri-relist",
         type=argtypes.positive,
         default=DEFAULT_RELIST,
@@ -669,12 +687,27 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _node_ips(text: str) -> tuple[str, ...]:
+    """--node-ip: one IP or two of different families, as the kubelet takes them."""
+    try:
+        ips = [ipaddress.ip_address(part.strip()) for part in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an IP address: {exc}") from None
+    if len(ips) > 2 or (len(ips) == 2 and ips[0].version == ips[1].version):
+        raise argparse.ArgumentTypeError(f"{text!r}: one IP, or one IPv4 and one IPv6")
+    return tuple(str(ip) for ip in ips)
+
+
 def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
     """A CRISource; the registry makes it an overlay when other sources own pods."""
     if args.cri_socket is None:
         return []
     return [
         CRISource(
-            args.cri_socket, node_name=context.node_name, relist=args.cri_relist, on_error=context.on_error
+            args.cri_socket,
+            node_name=context.node_name,
+            relist=args.cri_relist,
+            on_error=context.on_error,
+            node_ips=args.node_ip,
         )
     ]

@@ -22,8 +22,9 @@ What we compute, and where it differs from the kubelet because the kubelet knows
   ContainersReady, PodScheduled, with the kubelet's reasons and messages; a condition's
   `lastTransitionTime` is kept from `previous` while its status stays, else `now`. Conditions
   in `previous` that the kubelet does not own are kept, first, as the kubelet keeps them.
-- `podIP`/`podIPs` from the newest sandbox's network status while it is ready (none for pods on
-  the host network: the kubelet takes those from the node, which the runtime does not report).
+- `podIP`/`podIPs` from the newest sandbox's network status while it is ready; for pods on the
+  host network, and `hostIP`/`hostIPs` for every pod, the node's IPs as --node-ip gives them
+  (the runtime does not report them; without the flag they are absent).
 - `startTime`: kept from `previous`, else the creation time of the pod's oldest sandbox.
 """
 
@@ -627,10 +628,12 @@ def pod_status(
     *,
     previous: Mapping[str, Any] | None = None,
     now: str,
+    node_ips: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The pod's status in Kubernetes JSON, from its sandboxes and containers (all of them, of
     every attempt). `previous` is an older status of the same pod; `now` the time to stamp on
-    conditions that change."""
+    conditions that change; `node_ips` the node's (--node-ip), which CRI does not report: the
+    pod's hostIP(s), and the podIP(s) of a pod on the host network."""
     previous = previous or {}
     newest = max(sandboxes, key=lambda s: s.created_at, default=None)
     has_init = bool(shape.init_containers)
@@ -691,7 +694,11 @@ def pod_status(
         status["observedGeneration"] = shape.generation
     if shape.qos:
         status["qosClass"] = shape.qos
-    ips = pod_ips(newest)
+    if node_ips:
+        status["hostIP"] = node_ips[0]
+        status["hostIPs"] = [{"ip": ip} for ip in node_ips]
+    # generateAPIPodStatus: a pod on the host network has the node's IPs.
+    ips = list(node_ips) if newest is not None and newest.host_network else pod_ips(newest)
     if ips:
         status["podIP"] = ips[0]
         status["podIPs"] = [{"ip": ip} for ip in ips]

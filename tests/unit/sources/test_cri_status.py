@@ -592,3 +592,16 @@ def test_a_log_message_is_the_last_lines_bounded() -> None:
     assert message.endswith("line 99\npart end\n")
     assert message.splitlines()[0] == "line 21" and len(message.splitlines()) == 80
     assert len(_log_message(b"".join(b"t stdout F " + b"x" * 100 + b"\n" for _ in range(50)))) == 2048
+
+
+def test_host_ips_are_the_nodes_and_a_host_network_pods_ips_too() -> None:
+    """generateAPIPodStatus: hostIP(s) from the node; podIP(s) of a host-network pod the same."""
+    on_host = Sandbox("sb", "uid-1", "web", "default", 0, True, 100 * SECOND, host_network=True)
+    host = Shape(containers=(SpecContainer("a"),), host_network=True)
+    status = pod_status(host, [on_host], [], "containerd", now=NOW, node_ips=("10.0.0.5", "fd00::5"))
+    assert status["hostIP"] == "10.0.0.5" and status["hostIPs"] == [{"ip": "10.0.0.5"}, {"ip": "fd00::5"}]
+    assert status["podIPs"] == status["hostIPs"]
+    pod_net = pod_status(
+        shape("a"), [sandbox(ips=("10.244.0.7",))], [], "containerd", now=NOW, node_ips=("10.0.0.5",)
+    )
+    assert (pod_net["hostIP"], pod_net["podIP"]) == ("10.0.0.5", "10.244.0.7")
