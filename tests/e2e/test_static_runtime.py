@@ -323,3 +323,29 @@ async def test_termination_messages_are_read_as_the_kubelet_reads_them(
     assert statuses["job"]["volumeMounts"] == [
         {"name": "etc", "mountPath": "/etc/app", "readOnly": True, "recursiveReadOnly": "Disabled"}
     ]
+
+
+async def test_an_init_container_the_runtime_collected_is_completed(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/kubelet_pods.go convertToAPIContainerStatuses: an init container gone from
+    the runtime (garbage collected) while the regular containers run completed: the pod is
+    Running and Initialized, not Pending (Init:0/1)."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    web = manifest("web", ["/bin/sleep", "1000"], initContainers=[{"name": "setup", "image": IMAGE}])
+    put(manifests, "web.yaml", web)
+    uid = kubelet_uid()
+    annotations = {CONFIG_SOURCE: "file", CONFIG_HASH: uid, CONFIG_SEEN: "2026-12-01T10:00:00Z"}
+    pod = kubelet.run_pod("web-node-1", "kube-system", uid=uid, annotations=annotations)
+    setup = kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
+    kubelet.start_container(pod, "web", ["/bin/sleep", "1000"])
+    kubelet.remove_container(setup)
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        _, p = await watch.until(running_under(uid))
+        await watch.close()
+    (init,) = p["status"]["initContainerStatuses"]
+    assert init["state"] == {"terminated": {"exitCode": 0, "reason": "Completed"}} and init["ready"] is True
+    assert p["status"]["phase"] == "Running"
+    assert conditions(p)["Initialized"]["status"] == "True"

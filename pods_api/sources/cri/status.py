@@ -336,6 +336,26 @@ def _applied(spec: SpecContainer, c: Container, running: bool) -> dict[str, Any]
     return out
 
 
+def _terminated(old: Mapping[str, Any] | None) -> bool:
+    return old is not None and "terminated" in (old.get("state") or {})
+
+
+def _completed_init(spec: SpecContainer, old: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An init container the runtime no longer has, in a pod whose regular containers have
+    started: it completed, so it is terminated Completed (exit 0) and ready, not waiting (which
+    would show the pod as Pending, Init:0/1)."""
+    return {
+        "name": spec.name,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+        "lastState": (old or {}).get("lastState") or {},
+        "ready": True,
+        "restartCount": int((old or {}).get("restartCount", 0)),
+        "image": spec.image,
+        "imageID": "",
+        "started": False,
+    }
+
+
 def container_statuses(
     specs: Sequence[SpecContainer],
     runtime_containers: Iterable[Container],
@@ -345,6 +365,7 @@ def container_statuses(
     is_init: bool,
     previous: Sequence[Mapping[str, Any]] = (),
     deleted: bool = False,
+    regular_started: bool = False,
 ) -> list[dict[str, Any]]:
     """The API statuses of one kind of container (regular, init or ephemeral)."""
     old_by_name = {s.get("name"): s for s in previous}
@@ -357,6 +378,11 @@ def container_statuses(
         old = old_by_name.get(spec.name)
         history = sorted(by_name.get(spec.name, ()), key=lambda c: c.created_at, reverse=True)
         if not history:
+            if is_init and not spec.sidecar and regular_started and not _terminated(old):
+                # Gone (garbage collected) after it completed: the regular containers only
+                # start once every init container has succeeded.
+                statuses[spec.name] = _completed_init(spec, old)
+                continue
             statuses[spec.name] = _vanished(spec, old, default_reason, deleted=deleted)
             continue
         newest = history[0]
@@ -658,6 +684,7 @@ def pod_status(
         is_init=True,
         previous=previous.get("initContainerStatuses") or (),
         deleted=shape.deleted,
+        regular_started=any(c.state is not State.CREATED for c in of(REGULAR)),
     )
     ephemeral = container_statuses(
         shape.ephemeral_containers,

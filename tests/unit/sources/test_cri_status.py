@@ -605,3 +605,19 @@ def test_host_ips_are_the_nodes_and_a_host_network_pods_ips_too() -> None:
         shape("a"), [sandbox(ips=("10.244.0.7",))], [], "containerd", now=NOW, node_ips=("10.0.0.5",)
     )
     assert (pod_net["hostIP"], pod_net["podIP"]) == ("10.0.0.5", "10.244.0.7")
+
+
+def test_an_init_container_gone_while_the_regular_ones_run_completed() -> None:
+    """kubelet_pods.go convertToAPIContainerStatuses: an init container the runtime no longer
+    has (garbage collected) in a pod whose regular containers have started is terminated
+    Completed, so the pod is Running and Initialized, not Pending (Init:0/1)."""
+    status = pod_status(
+        shape("main", init=("setup",)), [sandbox()], [ctr("main", State.RUNNING, 105)], "containerd", now=NOW
+    )
+    (setup,) = status["initContainerStatuses"]
+    assert setup["state"] == {"terminated": {"exitCode": 0, "reason": "Completed"}} and setup["ready"] is True
+    assert status["phase"] == "Running"
+    assert next(c for c in status["conditions"] if c["type"] == "Initialized")["status"] == "True"
+    # Before any regular container: it has not run yet, it waits.
+    pending = pod_status(shape("main", init=("setup",)), [sandbox()], [], "containerd", now=NOW)
+    assert "waiting" in pending["initContainerStatuses"][0]["state"] and pending["phase"] == "Pending"
