@@ -60,6 +60,10 @@ MAX_RETRY = 30.0
 WATCH_TIMEOUT = (300, 600)
 # A watch that stays silent this long past its own timeoutSeconds is a dead connection.
 WATCH_READ_MARGIN = 30.0
+# Its resync: the longest a working watch goes without the server saying anything (an event, a
+# bookmark, or the end of the watch at its timeoutSeconds). A source failing for longer than this
+# since it was last current is stale: the pods it serves may be old, and it says so.
+STALE_AFTER = WATCH_TIMEOUT[1] + WATCH_READ_MARGIN
 # Connecting (TCP and TLS) and a whole list: a node's pods are at most a few megabytes.
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 60.0
@@ -153,12 +157,18 @@ class APIServerSource:
         on_error: ErrorCounter | None = None,
         on_connected: ConnectedGauge | None = None,
         watch_timeout: tuple[int, int] = WATCH_TIMEOUT,
+        stale_after: float = STALE_AFTER,
     ) -> None:
         self.name = SOURCE_NAME
         self.node_name = node_name
         self._credentials = Credentials(kubeconfig, context)
         self._on_connected = on_connected or (lambda connected: None)
         self._watch_timeout = watch_timeout
+        self._stale_after = stale_after
+        # When the source last knew it had everything the server had (a list, an event, a
+        # bookmark, a watch ended at its timeout); None before the first list.
+        self._current_at: float | None = None
+        self._stale = False
         self._connection = Reporter(self.name, on_error)  # the connection's state: one problem
         self._content = Reporter(self.name, on_error)  # pods that do not decode, and warnings
         self._server = "API server"  # its URL once the configuration is loaded
@@ -179,6 +189,7 @@ class APIServerSource:
                         await self._list(api, sink)
                     progressed = await self._watch(api, sink)
                 gone = False
+                self._current(sink)  # the server ended the watch: nothing more was there
                 if progressed:  # a watch that ended on its timeout: resume at once
                     failures = 0
                     continue
@@ -198,7 +209,37 @@ class APIServerSource:
                 gone = False
                 self._on_connected(False)
                 self._connection.attempt_failed(str(exc))
+                self._check_stale(sink, str(exc))
             await asyncio.sleep(self._backoff(failures))
+
+    def _current(self, sink: SourceSink) -> None:
+        """The source has everything the server had until now."""
+        self._current_at = time.monotonic()
+        if self._stale:
+            self._stale = False
+            sink.warn(None)
+            self._on_connected(True)
+            log.info("pod source %s: current again", self.name)
+
+    def _check_stale(self, sink: SourceSink, problem: str) -> None:
+        """Failing since it was last current, for longer than its resync: say so to clients
+        (`pods-api check`, gRPC trailers) and keep `pods_api_source_connected` at 0, instead of
+        serving old pods as if current (a watch that connected, then failed at one event,
+        flipped the gauge back to 1 on every retry)."""
+        if self._current_at is None:
+            return  # not ready yet: readiness says so
+        idle = time.monotonic() - self._current_at
+        if idle < self._stale_after:
+            return
+        if not self._stale:
+            log.warning(
+                "pod source %s: stale: nothing applied from %s for %.0f s", self.name, self._server, idle
+            )
+        self._stale = True
+        sink.warn(
+            f"stale: nothing applied from {self._server} for {idle:.0f} s (its resync is "
+            f"{self._stale_after:.0f} s): {problem}"
+        )
 
     def _backoff(self, failures: int) -> float:
         return min(MAX_RETRY, FIRST_RETRY * 2.0 ** (failures - 1)) * random.uniform(0.5, 1.0)
@@ -260,6 +301,7 @@ class APIServerSource:
         self._report()
         sink.replace(pods.values())
         sink.mark_synced()
+        self._current(sink)
 
     async def _get_pods(
         self, api: kube_client.CoreV1Api, limits: aiohttp.ClientTimeout, **query: Any
@@ -305,6 +347,8 @@ class APIServerSource:
                 elif line.strip():
                     self._event(line, sink)
                     progressed = True
+                if progressed:
+                    self._current(sink)
         return progressed
 
     def _too_large(self, head: bytes, size: int, sink: SourceSink) -> None:
@@ -422,7 +466,8 @@ class APIServerSource:
         self._content.report(self._bad.values(), unknown)
 
     def _connected(self) -> None:
-        self._on_connected(True)
+        if not self._stale:  # a stale source is reconnected once it applies something again
+            self._on_connected(True)
         self._connection.report([])
 
     # -- responses ------------------------------------------------------------------------------

@@ -195,6 +195,27 @@ async def test_one_event_too_large_to_read_is_refused_by_name_and_the_watch_goes
     assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(DELETED, "big")]
 
 
+async def test_a_source_failing_past_its_resync_says_it_is_stale_until_current_again(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    """It served its last pods as if current, saying nothing a client could see."""
+    connected: list[bool] = []
+    server.put(pod("web"))
+    s = source(server, harness, tmp_path, stale_after=0.5, on_connected=connected.append)
+    await harness.start(s)
+    server.stop()
+    error = await harness.error("cannot connect")
+    while "apiserver" not in harness.cache.warnings:  # the retries come within a few seconds
+        await harness.error("cannot connect")
+    assert "stale: nothing applied from https://127.0.0.1:" in harness.cache.warnings["apiserver"]
+    assert error in harness.cache.warnings["apiserver"] and connected[-1] is False
+    assert harness.cache.get("uid-web") is not None  # the last good pods stay served
+    server.start()
+    server.put(pod("db"))
+    assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "db")]
+    assert "apiserver" not in harness.cache.warnings and connected[-1] is True
+
+
 async def test_a_watch_that_times_out_is_resumed(
     server: KubeAPIServer, harness: Harness, tmp_path: Path
 ) -> None:
