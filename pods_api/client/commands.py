@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pods_api.client import kubeconfig
 from pods_api.client.defaults import KUBELET_SOCKET
 from pods_api.client.errors import NotFound, NotReady, PodsAPIError, RateLimited, Unimplemented, Unreachable
 from pods_api.client.exitcodes import HELP, Exit, for_error
@@ -163,6 +164,7 @@ def add_commands(commands: Any) -> None:
         help="pass once the server answers, ready or not (a liveness probe: syncing is not dead)",
     )
     check.set_defaults(run=_check)
+    kubeconfig.add_command(commands)
 
 
 def run(args: argparse.Namespace) -> int:

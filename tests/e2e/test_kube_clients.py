@@ -520,3 +520,82 @@ def test_kubectl_gets_this_nodes_namespaces_and_the_node(node: Node) -> None:
     assert json.loads(node.kubectl("get", "node", this, "-o", "json").stdout)["metadata"]["name"] == this
     refused = node.kubectl("delete", "ns", "shop", check=False)
     assert refused.returncode == 1
+
+
+# -- `pods-api kubeconfig`: one file every client accepts ---------------------------------------
+
+CLIENT_NODE = ROOT / "tests" / "e2e" / "clientnode"
+
+
+def generated_kubeconfig(node: Node) -> Path:
+    """What `pods-api kubeconfig --http-listen` prints for this server, written to a file."""
+    printed = subprocess.run(
+        ["pods-api", "kubeconfig", "--http-listen", f"127.0.0.1:{node.port}"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    ).stdout
+    path = node.home / "generated-kubeconfig"
+    path.write_text(printed)
+    return path
+
+
+@pytest.fixture(scope="module")
+def client_node(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/e2e/clientnode npm-installed (@kubernetes/client-node 1.4) in a scratch copy."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip("@kubernetes/client-node needs node and npm (apt-get install nodejs npm)")
+    where = tmp_path_factory.mktemp("clientnode")
+    shutil.copytree(CLIENT_NODE, where, dirs_exist_ok=True, ignore=shutil.ignore_patterns("node_modules"))
+    install = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if install.returncode != 0:  # no registry here: say so, never pass silently
+        pytest.skip("npm install failed (is the npm registry reachable?): " + install.stderr[-500:])
+    return where
+
+
+def test_generated_kubeconfig_serves_kubectl_python_lightkube_and_kr8s(node: Node) -> None:
+    config = generated_kubeconfig(node)
+    node.config = config
+    assert node.kubectl("get", "pods", "-A", "-o", "name").stdout.count("pod/") == 5
+    kubernetes.config.load_kube_config(str(config))
+    assert len(kubernetes.client.CoreV1Api().list_pod_for_all_namespaces().items) == 5
+    lightkube = pytest.importorskip("lightkube", reason="lightkube is not installed")
+    from lightkube.resources.core_v1 import Pod
+
+    client = lightkube.Client(lightkube.KubeConfig.from_file(str(config)))
+    assert sorted(p.metadata.name for p in client.list(Pod, namespace="*"))[-1] == WEB
+    kr8s = pytest.importorskip("kr8s", reason="kr8s is not installed")
+    pods = kr8s.get("pods", namespace=kr8s.ALL, api=kr8s.api(kubeconfig=str(config)))
+    assert len(list(pods)) == 5
+    wrong = subprocess.run(
+        ["pods-api", "kubeconfig", "--http-listen", "0.0.0.0:8080"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 2 and "not a loopback address" in wrong.stderr
+
+
+def test_client_node_lists_and_informs_through_a_change(node: Node, client_node: Path) -> None:
+    """@kubernetes/client-node 1.4, which refuses an http:// server without skipTLSVerify, with
+    the generated kubeconfig: a list, then an informer that sees a pod change."""
+    run = subprocess.Popen(
+        ["node", str(client_node / "informer.mjs"), str(generated_kubeconfig(node))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = Lines(run)
+    try:
+        listed = lines.next().split()
+        assert listed[0] == "listed" and sorted(listed[1:])[-1] == WEB and len(listed) == 6
+        assert lines.next() == "synced"
+        node.set_phase(WEB_FILE, "Running", "Failed")
+        assert lines.next() == f"MODIFIED {WEB} Failed"
+    finally:
+        stderr = lines.close()
+    assert "Error" not in stderr, stderr
