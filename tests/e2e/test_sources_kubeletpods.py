@@ -319,7 +319,10 @@ async def test_end_to_end_over_https_with_a_token(
             write(token_file, "rotated")
             kubelet.serve(pod_list(kubelet_pod("web", "uid-web", phase="Succeeded")))
             events = await watch.next(2)
-            assert sorted((k, p["metadata"]["name"]) for k, p in events) == [(1, "web"), (2, "db")]
+            assert sorted((k, p["metadata"]["name"]) for k, p in events) == [
+                (MODIFIED, "web"),
+                (DELETED, "db"),
+            ]
         finally:
             await watch.close()
     assert TOKEN not in "".join(served.lines) and "rotated" not in "".join(served.lines)
