@@ -74,7 +74,6 @@ def test_get_with_selectors(server: Served) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("pod", "-n", "shop"),
         ("pods", "--container-id", "x", "--pod-ip", "10.0.0.1"),
         ("pod", "some-uid", "--pod-ip", "10.0.0.1"),
         ("pod", "some-uid", "-l", "app=web"),
@@ -86,6 +85,11 @@ def test_contradicting_keys_are_usage_errors(server: Served, args: tuple[str, ..
     result = get(server, *args)
     assert result.returncode == 2
     assert "pods-api get" in result.stderr or "unrecognized arguments" in result.stderr
+
+
+def test_pod_with_a_namespace_and_no_name_lists_it_as_kubectl_does(server: Served) -> None:
+    # kubectl reads `pod` and `pods` as one resource: `get pod -n NS` lists NS, it is no usage error.
+    assert get(server, "pod", "-n", "shop").stdout == get(server, "pods", "-n", "shop").stdout
 
 
 def test_an_ambiguous_prefix_names_the_candidates(server: Served) -> None:
