@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 from builders import make_pod
-from released import ADDED
+from released import ADDED, SYNCED
 from serve import PODS_API, TIMEOUT, Served, serving, start
 
 from pods_api.core.api.codec import pod_from_bytes
@@ -826,7 +826,7 @@ def _flood(fixtures: Path, served: Served, rounds: int, size: int = 100_000) -> 
             pods_v1alpha1_pb2.WatchPodsRequest(), metadata=[("x-kubernetes-fieldmask", "metadata.labels")]
         )
         events = iter(watch)
-        while next(events).type != 3:  # INITIAL_SYNC_COMPLETE
+        while next(events).type != SYNCED:
             pass
         for r in range(rounds):
             for i in range(5):
