@@ -175,9 +175,13 @@ class DirectorySource:
             by_name=self.unique_names,
             last_wins=self.last_name_wins,
         )
+        missing = self._missing()
+        if missing is not None:
+            warnings.append(missing)
         self._served(pods)
         self._reporter.report(errors + duplicates, warnings)
         sink.replace(pods)
+        sink.warn(missing)  # for `pods-api check`, while it holds
         sink.mark_synced()
 
     # -- examining and decoding (in a worker thread) ---------------------------------------------
@@ -254,6 +258,14 @@ class DirectorySource:
             elif read is not True:
                 reads.append(read)
         return reads, vanished
+
+    def _missing(self) -> str | None:
+        """What to say of a path that does not exist. It serves no pods, as the kubelet's
+        does, but a path that never appears is most often another distribution's manifest
+        path: ready with zero pods is then said, in the log and by `pods-api check`."""
+        if os.path.lexists(self.path):
+            return None
+        return f"{self.path} does not exist: no pods from it until it does (is this the node's path?)"
 
     def _directory(self) -> bool:
         try:

@@ -258,3 +258,42 @@ async def test_a_static_pod_referencing_api_objects_is_refused_with_one_line(tmp
         line = served.wait_for_line("secretive.yaml")
         assert [p["metadata"]["name"] for p in await listed(served)] == ["web-node-1"]
     assert "static pods may not reference secrets (PreventStaticPodAPIReferences)" in line
+
+
+def test_a_missing_manifest_directory_is_said_in_the_log_and_by_check(tmp_path: Path) -> None:
+    """No directory is no pods, as with the kubelet, but ready with zero pods from a path that
+    is another distribution's is what a user must see: a warning in the log and in `check`,
+    gone once the directory exists."""
+    absent = tmp_path / "etc-kubernetes-manifests"
+    # A directory that appears is found at the next resync (nothing to watch before it exists).
+    with serving(tmp_path / "run", "--manifests", str(absent), "--manifests-resync", "0.2") as served:
+        logged = served.wait_for_line("does not exist")
+        assert f"pod source manifests:{absent}: {absent} does not exist" in logged
+
+        def check() -> str:
+            result = subprocess.run(
+                ["pods-api", "check", "--socket", str(served.socket)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr  # ready: it is no error
+            return result.stdout
+
+        assert f"warning:   manifests:{absent}: {absent} does not exist" in check()
+        watch = subprocess.Popen(
+            ["pods-api", "watch", "-o", "name", "--socket", str(served.socket)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert watch.stdout is not None
+            assert watch.stdout.readline() == "INITIAL_SYNC_COMPLETE\n"  # no pods yet
+            absent.mkdir()
+            put(absent, "web.yaml", static_pod("web"))
+            assert watch.stdout.readline().startswith("ADDED pod/web")  # the scan that found it
+        finally:
+            watch.kill()
+            watch.wait()
+        output = check()
+        assert "warning" not in output and "pods:      1" in output
