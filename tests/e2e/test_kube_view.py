@@ -18,7 +18,8 @@ from repo import ROOT
 from serve import TIMEOUT, serving
 
 EXAMPLES = ROOT / "examples" / "fixtures"
-WEB_FILE = "web-7c9d8f6b5d-x2x9k.yaml"
+WEB = "web-7c9d8f6b5d-x2x9k"
+WEB_FILE = f"{WEB}.yaml"
 PODS = "/api/v1/pods"
 TABLE_V1 = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
@@ -230,3 +231,69 @@ def test_remaining_item_count_only_for_an_unfiltered_list(view: View) -> None:
     ]
     assert tables[0]["metadata"]["remainingItemCount"] == 4
     assert "continue" in tables[1]["metadata"] and "remainingItemCount" not in tables[1]["metadata"]
+
+
+def watched(view: View, path: str, **params: str) -> list[dict[str, Any]]:
+    """The events of a watch that ends by itself after a second (timeoutSeconds)."""
+    response = view.get(path, timeoutSeconds="1", **params)
+    assert response.status_code == 200, response.text
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+def test_the_deprecated_watch_paths_are_served(view: View) -> None:
+    """apiserver pkg/endpoints/installer.go, MethodWatchList and MethodWatch (deprecated in 1.11,
+    still served): /api/v1/watch/pods, .../namespaces/{ns}/pods and .../pods/{name} are watches
+    whatever `watch` says; handlers/get.go listOpts makes the name a field selector, and refuses
+    one that names another pod."""
+    every = watched(view, "/api/v1/watch/pods")
+    assert [e["type"] for e in every] == ["ADDED"] * 5
+    shop = watched(view, "/api/v1/watch/namespaces/shop/pods")
+    assert sorted(e["object"]["metadata"]["name"] for e in shop) == ["orders-worker-6d5f7c9b8-q7zrt", WEB]
+    one = watched(view, f"/api/v1/watch/namespaces/shop/pods/{WEB}")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in one] == [("ADDED", WEB)]
+    same = watched(view, f"/api/v1/watch/namespaces/shop/pods/{WEB}", fieldSelector=f"metadata.name={WEB}")
+    assert same == one
+    other = view.get(f"/api/v1/watch/namespaces/shop/pods/{WEB}", fieldSelector="metadata.name=db")
+    assert other.status_code == 400
+    assert other.json()["message"] == "fieldSelector metadata.name doesn't match requested name"
+    # Validated as a list unless `watch` is given too, as upstream (ValidateListOptions reads
+    # the decoded `watch`, not the path).
+    refused = view.get("/api/v1/watch/pods", sendInitialEvents="true")
+    assert refused.status_code == 422
+    assert (
+        refused.json()["details"]["causes"][0]["message"]
+        == "Forbidden: sendInitialEvents is forbidden for list"
+    )
+
+    rv = view.list()["metadata"]["resourceVersion"]
+    with httpx.stream(
+        "GET",
+        f"{view.url}/api/v1/watch/namespaces/shop/pods/{WEB}",
+        params={"resourceVersion": rv},
+        timeout=TIMEOUT,
+    ) as stream:
+        changed = view.change(rv)
+        event = json.loads(next(stream.iter_lines()))
+    assert (event["type"], event["object"]["metadata"]["resourceVersion"]) == ("MODIFIED", changed)
+
+
+TABLE_V1BETA1 = "application/json;as=Table;v=v1beta1;g=meta.k8s.io"
+
+
+def test_a_v1beta1_table_request_gets_a_v1beta1_table(view: View) -> None:
+    """apiserver pkg/endpoints/handlers/response.go asTable: a Table in the group-version asked
+    for (meta.k8s.io v1 or v1beta1), its rows' PartialObjectMetadata in that version too."""
+    beta = view.get(accept=f"{TABLE_V1BETA1},application/json").json()
+    assert (beta["kind"], beta["apiVersion"]) == ("Table", "meta.k8s.io/v1beta1")
+    assert {row["object"]["apiVersion"] for row in beta["rows"]} == {"meta.k8s.io/v1beta1"}
+    v1 = view.get(accept=f"{TABLE_V1},{TABLE_V1BETA1},application/json").json()  # kubectl's order
+    assert v1["apiVersion"] == "meta.k8s.io/v1"
+    assert {row["object"]["apiVersion"] for row in v1["rows"]} == {"meta.k8s.io/v1"}
+    assert beta["rows"] == [
+        {**row, "object": {**row["object"], "apiVersion": "meta.k8s.io/v1beta1"}} for row in v1["rows"]
+    ]
+    one = view.get(f"/api/v1/namespaces/shop/pods/{WEB}", accept=TABLE_V1BETA1).json()
+    assert one["apiVersion"] == "meta.k8s.io/v1beta1"
+    events = watched(view, PODS, accept=TABLE_V1BETA1, watch="1")
+    assert {e["object"]["apiVersion"] for e in events} == {"meta.k8s.io/v1beta1"}
+    assert events[0]["object"]["columnDefinitions"] == v1["columnDefinitions"]

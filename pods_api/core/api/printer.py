@@ -405,13 +405,17 @@ def pod_text_table(
 IncludeObject = Literal["None", "Metadata", "Object"]
 
 
-def _row_object(pod: Pod, include: IncludeObject) -> Any:
+# The Table's group-version as the client asked for it: kubectl lists v1 first, v1beta1 after.
+TABLE_V1, TABLE_V1BETA1 = "meta.k8s.io/v1", "meta.k8s.io/v1beta1"
+
+
+def _row_object(pod: Pod, include: IncludeObject, group_version: str) -> Any:
     if include == "Object":
         return {"kind": "Pod", "apiVersion": "v1", **pod}
-    if include == "Metadata":
+    if include == "Metadata":  # in the Table's own group-version (apiserver handlers asTable)
         return {
             "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
+            "apiVersion": group_version,
             "metadata": pod.get("metadata") or {},
         }
     return None
@@ -424,9 +428,10 @@ def pod_table(
     resource_version: str | None = None,
     include_object: IncludeObject = "Metadata",
     no_headers: bool = False,
+    group_version: str = TABLE_V1,
 ) -> dict[str, Any]:
-    """A `meta.k8s.io/v1` Table of pods as the API server returns it for
-    `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`: every column (the server always
+    """A `meta.k8s.io/v1` (or `v1beta1`, the same fields) Table of pods as the API server
+    returns it for `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`: every column (the server always
     prints wide; kubectl hides priority 1 without `-o wide`), and each row's object as asked by
     `?includeObject=` (the server's default is Metadata)."""
     rows = []
@@ -436,12 +441,12 @@ def pod_table(
         if row.conditions:
             entry["conditions"] = [dict(c) for c in row.conditions]
         # Go's RawExtension is never omitted: with includeObject=None it is null.
-        entry["object"] = _row_object(pod, include_object)
+        entry["object"] = _row_object(pod, include_object, group_version)
         rows.append(entry)
     metadata: dict[str, Any] = {}
     if resource_version is not None:
         metadata["resourceVersion"] = resource_version
-    table: dict[str, Any] = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
+    table: dict[str, Any] = {"kind": "Table", "apiVersion": group_version, "metadata": metadata}
     # No headers (TableOptions.noHeaders, as kubectl's watch asks after the first event): the
     # server's nil slice, which Go encodes as null.
     table["columnDefinitions"] = None if no_headers else [c.to_json() for c in POD_COLUMNS]

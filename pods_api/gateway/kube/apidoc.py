@@ -79,5 +79,10 @@ LIST_DOC = (
     '`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}` events.'
 )
 LIST_RESPONSES = _responses(LIST_DOC, "io.k8s.api.core.v1.PodList", 400, 406, 410, 422, 429, 503, 504)
+WATCH_DOC = (
+    'Newline-delimited `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":...}` events, as '
+    "for `watch=1` on the list paths."
+)
+WATCH_RESPONSES = _responses(WATCH_DOC, None, 400, 406, 422, 429, 503, 504)
 GET_RESPONSES = _responses("The Pod, or a Table.", "io.k8s.api.core.v1.Pod", 404, 406, 429, 503)
 DISCOVERY_RESPONSES = _responses("The discovery document.", None)

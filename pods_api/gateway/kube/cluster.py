@@ -56,7 +56,10 @@ def node(name: str) -> dict[str, Any]:
 
 
 def _table(
-    columns: tuple[tuple[str, str], ...], rows: list[tuple[dict[str, Any], list[str]]], revision: int
+    columns: tuple[tuple[str, str], ...],
+    rows: list[tuple[dict[str, Any], list[str]]],
+    revision: int,
+    group_version: str,
 ) -> bytes:
     definitions = [
         {
@@ -73,7 +76,7 @@ def _table(
             "cells": cells,
             "object": {
                 "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
+                "apiVersion": group_version,
                 "metadata": obj["metadata"],
             },
         }
@@ -81,7 +84,7 @@ def _table(
     ]
     table = {
         "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": group_version,
         "metadata": {"resourceVersion": str(revision)},
         "columnDefinitions": definitions,
         "rows": table_rows,
@@ -99,8 +102,9 @@ def _answer(
     one: bool,
 ) -> Response:
     media = params.accepted(request)
-    if media == params.TABLE:
-        return Response(_table(columns, [(o, cells(o)) for o in objects], revision), media_type=formats.JSON)
+    if media in params.TABLES:
+        rows = [(o, cells(o)) for o in objects]
+        return Response(_table(columns, rows, revision, params.table_version(media)), media_type=formats.JSON)
     if one:
         return params.render(request, objects[0], media)
     listed = {

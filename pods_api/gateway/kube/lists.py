@@ -44,7 +44,7 @@ class Lists:
 
     def respond(self, request: Request, namespace: str | None) -> Response:
         media, view = params.accepted(request), params.view(request, namespace)
-        include = params.include(request) if media == params.TABLE else "Metadata"
+        include = params.include(request) if media in params.TABLES else "Metadata"
         limit = params.count(request, "limit") or 0
         params.validate(request)
         snapshot, start = self.snapshot(request, request.query_params.get("continue"), limit)
@@ -56,15 +56,21 @@ class Lists:
             # How many of the rest a selector would pass is not known without reading them
             # all: the API server leaves the count out then (storage.PrepareContinueToken).
             remaining = 0
-        if media == params.TABLE:
+        if media in params.TABLES:
             rows = [(p, p.revision) for p in chosen]
             # Its AGE cells are the time of the call: one Table per second serves every call of
             # that second (kubectl's ages count whole seconds at the finest).
-            key = ("kube-table", view.key, include, start, limit, int(time.time()))
+            version = params.table_version(media)
+            key = ("kube-table", version, view.key, include, start, limit, int(time.time()))
             body = snapshot.memo(
                 key,
                 lambda: kubeobjects.table(
-                    rows, snapshot.revision, include, continue_=token, remaining=remaining
+                    rows,
+                    snapshot.revision,
+                    include,
+                    continue_=token,
+                    remaining=remaining,
+                    group_version=version,
                 ),
             )
             return SharedBody(body, media_type=formats.JSON)

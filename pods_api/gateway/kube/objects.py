@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from pods_api import __version__
-from pods_api.core.api.printer import POD_COLUMNS, POD_FIELDS, IncludeObject, pod_table
+from pods_api.core.api.printer import POD_COLUMNS, POD_FIELDS, TABLE_V1, IncludeObject, pod_table
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import Masked, PodVersion
@@ -163,8 +163,10 @@ def table(
     no_headers: bool = False,
     continue_: str | None = None,
     remaining: int = 0,
+    group_version: str = TABLE_V1,
 ) -> bytes:
-    """A meta.k8s.io/v1 Table of (pod, its revision), the printer's columns and STATUS rules."""
+    """A meta.k8s.io/v1 (or v1beta1) Table of (pod, its revision), the printer's columns and
+    STATUS rules."""
     if include == "Object":
         objects = [pod_object(pod, revision) for pod, revision in pods]
     else:
@@ -173,7 +175,12 @@ def table(
         objects = [pod_object(pod.masked(_ROW_VIEW), revision) for pod, revision in pods]
     now = datetime.now(UTC)
     result = pod_table(
-        objects, now, resource_version=str(resource_version), include_object=include, no_headers=no_headers
+        objects,
+        now,
+        resource_version=str(resource_version),
+        include_object=include,
+        no_headers=no_headers,
+        group_version=group_version,
     )
     if continue_ is not None:
         result["metadata"]["continue"] = continue_

@@ -16,7 +16,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.printer import IncludeObject
+from pods_api.core.api.printer import TABLE_V1, TABLE_V1BETA1, IncludeObject
+from pods_api.core.query.fields import escape_value, parse_fields
 from pods_api.core.query.selector import SelectorError, parse_selector
 from pods_api.core.query.view import View
 from pods_api.gateway import formats
@@ -31,6 +32,9 @@ from pods_api.gateway.kube.errors import (
 
 # The third form this view serves, beside formats.JSON and formats.YAML: a meta.k8s.io/v1 Table.
 TABLE = "table"
+# The same Table in meta.k8s.io/v1beta1, for a client that asks for that version first.
+TABLE_BETA = "table-v1beta1"
+TABLES = (TABLE, TABLE_BETA)
 # strconv.ParseBool's words: the API server reads boolean parameters with it.
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -147,16 +151,36 @@ def _watch_problems(match: str, initial: bool | None, token: str) -> list[FieldE
     return causes
 
 
-def view(request: Request, namespace: str | None) -> View:
-    """The selectors; the namespace of the path is one more field requirement."""
+def view(request: Request, namespace: str | None, name: str | None = None) -> View:
+    """The selectors; the namespace of the path is one more field requirement, and its name
+    the field selector when none is given (apiserver handlers/get.go listOpts)."""
     labels = request.query_params.get("labelSelector", "")
     fields = request.query_params.get("fieldSelector", "")
+    if name is not None:
+        fields = _named(fields, name)
     if namespace is not None:
         fields = ",".join(filter(None, [fields, f"metadata.namespace={namespace}"]))
     try:
         return View(selector=parse_selector(labels, fields))
     except SelectorError as exc:
         raise bad_request(str(exc)) from None
+
+
+def _named(fields: str, name: str) -> str:
+    """The field selector of a request for one pod by name: `metadata.name=<name>`, or the
+    client's own if that requires exactly this name (fields.Selector.RequiresExactMatch)."""
+    if not fields:
+        return f"metadata.name={escape_value(name)}"
+    try:
+        given = parse_fields(fields)
+    except SelectorError as exc:
+        raise bad_request(str(exc)) from None
+    required = next(
+        (r.value for r in given.requirements if r.field == "metadata.name" and not r.negated), None
+    )
+    if required != name:
+        raise bad_request("fieldSelector metadata.name doesn't match requested name")
+    return fields
 
 
 def accepted(request: Request) -> str:
@@ -188,10 +212,15 @@ def _acceptable(part: str) -> str | None:
             and params.get("g") == "meta.k8s.io"
             and params.get("v") in ("v1", "v1beta1")
         ):
-            return TABLE
+            return TABLE if params["v"] == "v1" else TABLE_BETA
     elif media in _YAML_TYPES and "as" not in params:
         return formats.YAML
     return None
+
+
+def table_version(media: str) -> str:
+    """The group-version of the Table a negotiated TABLE or TABLE_BETA stands for."""
+    return TABLE_V1BETA1 if media == TABLE_BETA else TABLE_V1
 
 
 def include(request: Request) -> IncludeObject:

@@ -5,6 +5,9 @@ author already has (kubectl, client-go informers, the `kubernetes` Python client
     GET /api/v1/pods                          PodList, or ?watch=1
     GET /api/v1/namespaces/{ns}/pods          the same, in one namespace
     GET /api/v1/namespaces/{ns}/pods/{name}   one Pod (the cache's namespace/name index)
+    GET /api/v1/watch/pods, /api/v1/watch/namespaces/{ns}/pods[/{name}]
+                                              the watches, by the paths the API server still
+                                              serves though deprecated since 1.11
     GET /api/v1[/namespaces/{ns}]/events      an empty EventList, for `kubectl describe`
     GET /openapi/v3[/api/v1]                  the OpenAPI v3 documents (gateway/kube/openapiv3.py)
     POST the self-reviews                     `kubectl auth can-i|whoami` (gateway/kube/reviews.py)
@@ -43,7 +46,13 @@ from pods_api.gateway.front import CallRoute, Surface, unreachable
 from pods_api.gateway.kube import errors as kubeerrors
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube import openapiv3, params, reviews, watching
-from pods_api.gateway.kube.apidoc import DISCOVERY_RESPONSES, GET_RESPONSES, LIST_PARAMETERS, LIST_RESPONSES
+from pods_api.gateway.kube.apidoc import (
+    DISCOVERY_RESPONSES,
+    GET_RESPONSES,
+    LIST_PARAMETERS,
+    LIST_RESPONSES,
+    WATCH_RESPONSES,
+)
 from pods_api.gateway.kube.cluster import ClusterRoutes
 from pods_api.gateway.kube.errors import KubeError, from_status, not_found
 from pods_api.gateway.kube.lists import Lists
@@ -171,6 +180,7 @@ class KubeRoutes:
                 options={"summary": "Kubernetes PodList of one namespace, or ?watch=1", **lists},
                 **common,
             ),
+            *self.watch_calls(common),
             CallRoute(
                 "/api/v1/namespaces/{namespace}/pods/{name}",
                 "KubeGetPod",
@@ -187,6 +197,58 @@ class KubeRoutes:
                 **common,
             ),
         ]
+
+    def watch_calls(self, common: dict[str, Any]) -> list[CallRoute]:
+        """The deprecated watch paths (apiserver endpoints/installer.go MethodWatchList and
+        MethodWatch): a watch whatever `watch` says, though validated as a list without it."""
+        watches: dict[str, Any] = {
+            "response_class": Response,
+            "responses": WATCH_RESPONSES,
+            "openapi_extra": {"parameters": LIST_PARAMETERS},
+            "tags": _TAGS,
+            "deprecated": True,
+        }
+        return [
+            CallRoute(
+                "/api/v1/watch/pods",
+                "KubeWatchPods",
+                (WATCH,),
+                named(WATCH),
+                self.watch_all,
+                declare_all_pods,
+                options={"summary": "Watch the pods of every namespace (use ?watch=1)", **watches},
+                **common,
+            ),
+            CallRoute(
+                "/api/v1/watch/namespaces/{namespace}/pods",
+                "KubeWatchNamespacedPods",
+                (WATCH,),
+                named(WATCH),
+                self.watch_namespaced,
+                declare_namespaced_pods,
+                options={"summary": "Watch the pods of one namespace (use ?watch=1)", **watches},
+                **common,
+            ),
+            CallRoute(
+                "/api/v1/watch/namespaces/{namespace}/pods/{name}",
+                "KubeWatchNamespacedPod",
+                (WATCH,),
+                named(WATCH),
+                self.watch_named,
+                declare_get_pod,
+                options={"summary": "Watch one pod (use ?watch=1&fieldSelector=metadata.name=)", **watches},
+                **common,
+            ),
+        ]
+
+    async def watch_all(self, request: Request, call: Call) -> Response:
+        return watching.respond(self.core, request, call, None)
+
+    async def watch_namespaced(self, request: Request, call: Call, namespace: str) -> Response:
+        return watching.respond(self.core, request, call, namespace)
+
+    async def watch_named(self, request: Request, call: Call, namespace: str, name: str) -> Response:
+        return watching.respond(self.core, request, call, namespace, name)
 
     async def version(self) -> Response:
         return Response(orjson.dumps(kubeobjects.version_info()), media_type=formats.JSON)
@@ -219,8 +281,10 @@ class KubeRoutes:
         if not hits:
             raise not_found(name)
         pod = hits[0].pod
-        if media == params.TABLE:
-            body = kubeobjects.table([(pod, pod.revision)], pod.revision, params.include(request))
+        if media in params.TABLES:
+            version = params.table_version(media)
+            include = params.include(request)
+            body = kubeobjects.table([(pod, pod.revision)], pod.revision, include, group_version=version)
             return Response(body, media_type=formats.JSON)
         if media == formats.JSON and not params.flag(request, "pretty"):
             return Response(kubeobjects.pod_bytes(pod, pod.revision), media_type=formats.JSON)

@@ -67,7 +67,7 @@ INITIAL_EVENTS = Encoding(
 )
 
 
-def table_encoding(include: IncludeObject) -> Encoding:
+def table_encoding(include: IncludeObject, group_version: str) -> Encoding:
     """Each event's object is a one-row Table (kubectl get -w). The rows hold ages, so the
     encoding is named by the second it was made in: frames and snapshot starts are shared
     within that second, never served with stale ages later. Headers are added to a watch's
@@ -75,10 +75,11 @@ def table_encoding(include: IncludeObject) -> Encoding:
 
     def event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
         stamp = pod.revision if revision is None else revision
-        body = table([(pod, stamp)], stamp, include, no_headers=True)
+        body = table([(pod, stamp)], stamp, include, no_headers=True, group_version=group_version)
         return b'{"type":"%s","object":%s}\n' % (kind.name.encode(), body)
 
-    return Encoding(f"kube-table:{include}:{int(time.time())}", event, lambda revision, resumed: b"")
+    name = f"kube-table:{group_version}:{include}:{int(time.time())}"
+    return Encoding(name, event, lambda revision, resumed: b"")
 
 
 def with_headers(frame: bytes) -> bytes:
@@ -167,9 +168,12 @@ class WatchResponse(StreamingResponse):
             self._watch.close()
 
 
-def respond(core: Core, request: Request, call: Call, namespace: str | None) -> Response:
-    """The watch a request asks for, from where its resourceVersion and sendInitialEvents say."""
-    view, media = params.view(request, namespace), params.accepted(request)
+def respond(
+    core: Core, request: Request, call: Call, namespace: str | None, name: str | None = None
+) -> Response:
+    """The watch a request asks for, from where its resourceVersion and sendInitialEvents say;
+    of one pod by `name` (the deprecated /api/v1/watch/namespaces/{ns}/pods/{name})."""
+    view, media = params.view(request, namespace, name), params.accepted(request)
     revision = params.revision(request)
     initial = params.flag(request, "sendInitialEvents")
     bookmarks = params.flag(request, "allowWatchBookmarks") or False
@@ -188,8 +192,8 @@ def respond(core: Core, request: Request, call: Call, namespace: str | None) -> 
     # The end of the initial events is a BOOKMARK: only to a client that takes bookmarks
     # (apiserver's cacher, as it decides whether to send that bookmark).
     encoding = INITIAL_EVENTS if initial and bookmarks else JSON
-    if media == params.TABLE:
-        encoding = table_encoding(params.include(request))
+    if media in params.TABLES:
+        encoding = table_encoding(params.include(request), params.table_version(media))
     watch = _open(core, view, since)
     frames = events(
         watch,
@@ -198,7 +202,7 @@ def respond(core: Core, request: Request, call: Call, namespace: str | None) -> 
         seconds=float(timeout) if timeout else default_timeout(),
         bookmarks=core.config.heartbeat if bookmarks else None,
         revision=lambda: core.cache.revision,
-        headers_first=media == params.TABLE,
+        headers_first=media in params.TABLES,
     )
     return WatchResponse(frames, watch)
 

@@ -88,6 +88,7 @@ def test_the_table_is_the_declared_routes(core: Core) -> None:
     served = {entry.route.name: entry for entry in app.front.routes}
     assert set(served) == {
         "ListPods", "GetPod", "GetPodByName", "KubeListPods", "KubeListNamespacedPods", "KubeGetPod",
+        "KubeWatchPods", "KubeWatchNamespacedPods", "KubeWatchNamespacedPod",
     }  # fmt: skip
     for name, entry in served.items():
         assert declared[name].path == entry.route.path
