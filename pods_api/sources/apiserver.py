@@ -549,7 +549,7 @@ def _status_error(
     if status == 401:
         text += f" (check the credentials of {credentials})"
     elif status == 403:
-        text += " (pods-api needs get, list and watch on pods; see deploy/rbac.yaml)"
+        text += " (pods-api needs get, list and watch on pods; see deploy/overlays/apiserver/rbac.yaml)"
     return (Gone if status == 410 else APIServerError)(text, status=status)
 
 

@@ -1,6 +1,7 @@
 """The image and the manifests, checked without a container engine or a cluster: hadolint on the
-Dockerfile, kubernetes-validate and the `kubernetes` client's models on every manifest under
-deploy/, and the probes and HEALTHCHECK run, as written, against a real `pods-api serve`."""
+Dockerfile, every overlay under deploy/overlays rendered by `kubectl kustomize` and each rendered
+document validated by kubernetes-validate and the `kubernetes` client's models, and the probes and
+HEALTHCHECK run, as written, against a real `pods-api serve`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from kustomize import (
+    DEPLOY,
+    OVERLAYS,
+    container,
+    daemonset,
+    environment,
+    expanded_args,
+    flags,
+    render,
+    render_text,
+)
 from repo import ROOT
 from serve import PODS_API, TIMEOUT, Served, serving
 
@@ -25,26 +37,12 @@ from pods_api.client.exitcodes import Exit
 
 NOT_READY, UNREACHABLE = Exit.NOT_READY, Exit.UNREACHABLE
 
-DEPLOY = ROOT / "deploy"
-MANIFESTS = sorted(DEPLOY.glob("*.yaml"))
 FIXTURES = str(ROOT / "examples" / "fixtures")
 # Where the DaemonSet and the image serve gRPC (the default path), and the gateway beside it.
 HOST_SOCKET = "/var/lib/kubelet/pods-api/pods-api.sock"
 HOST_HTTP_SOCKET = "/var/lib/kubelet/pods-api/pods-api-http.sock"
-
-
-def documents(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-
-
-def daemonset() -> dict[str, Any]:
-    (ds,) = documents(DEPLOY / "daemonset.yaml")
-    return ds
-
-
-def container() -> dict[str, Any]:
-    (c,) = daemonset()["spec"]["template"]["spec"]["containers"]
-    return c
+# The variants whose pods-api serves the kubelet's socket path, reading the node's static pods.
+STATIC_POD_VARIANTS = ["standalone", "apiserver", "cri"]
 
 
 # -- linters --------------------------------------------------------------------------------------
@@ -69,25 +67,34 @@ def test_dockerfile_passes_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
-def test_manifest_passes_kubernetes_validate(path: Path) -> None:
+def test_every_variant_is_an_overlay() -> None:
+    assert OVERLAYS == ["apiserver", "bridge", "cri", "standalone"]
+    # Only kustomize's inputs are left in deploy/: no manifest to apply with -f beside them.
+    for path in DEPLOY.rglob("*.yaml"):
+        assert path.parent.name == "base" or path.parent.parent.name == "overlays", path
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_passes_kubernetes_validate(overlay: str, tmp_path: Path) -> None:
     validate = tool("kubernetes-validate", "kubernetes-validate")
+    (tmp_path / f"{overlay}.yaml").write_text(render_text(overlay))
     result = subprocess.run(
-        [validate, "--strict", path.name], cwd=DEPLOY, capture_output=True, text=True, timeout=60
+        [validate, "--strict", f"{overlay}.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "passed" in result.stdout + result.stderr
+    assert result.stdout.count("passed") == len(render(overlay)), result.stdout
 
 
-@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
-def test_manifest_loads_into_the_kubernetes_clients_models(path: Path) -> None:
-    """Each document deserializes into its typed model (V1DaemonSet, ...), which refuses unknown
-    fields and wrong types: a misspelt or misplaced key fails here."""
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_loads_into_the_kubernetes_clients_models(overlay: str) -> None:
+    """Each rendered document deserializes into its typed model (V1DaemonSet, ...), which refuses
+    unknown fields and wrong types: a misspelt or misplaced key fails here."""
     models = pytest.importorskip("kubernetes.client")
-    for doc in documents(path):
+    for doc in render(overlay):
         version = doc["apiVersion"].rpartition("/")[2]
         cls = getattr(models, version.capitalize() + doc["kind"], None)
-        assert cls is not None, f"{path.name}: no model for {doc['apiVersion']} {doc['kind']}"
+        assert cls is not None, f"{overlay}: no model for {doc['apiVersion']} {doc['kind']}"
         if not hasattr(cls, "model_validate"):
             pytest.skip("this kubernetes client's models do not validate (needs a pydantic-based one)")
         model = cls.model_validate(doc)
@@ -97,19 +104,106 @@ def test_manifest_loads_into_the_kubernetes_clients_models(path: Path) -> None:
 # -- what the DaemonSet promises ------------------------------------------------------------------
 
 
-def test_daemonset_runs_hardened_on_linux_only() -> None:
-    pod = daemonset()["spec"]["template"]["spec"]
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_daemonset_runs_hardened_on_linux_only(overlay: str) -> None:
+    pod = daemonset(overlay)["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    context = container()["securityContext"]
+    context = container(overlay)["securityContext"]
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert context["seccompProfile"] == {"type": "RuntimeDefault"}
     assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"]
-    assert pod["automountServiceAccountToken"] is False
+    # A token only where it is used: the API server source's.
+    assert pod["automountServiceAccountToken"] is (overlay == "apiserver")
 
 
-def test_daemonset_image_is_this_version() -> None:
-    assert container()["image"] == f"pods-api:{pods_api.__version__}"
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_daemonset_image_is_this_version(overlay: str) -> None:
+    assert container(overlay)["image"] == f"pods-api:{pods_api.__version__}"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_variant_parses_with_pods_apis_own_command_line(overlay: str) -> None:
+    """The rendered arguments, expanded as the kubelet expands them, are a valid `pods-api serve`
+    with the sources its variant names, serving where $PODS_API_SOCKET (the probes') says."""
+    from pods_api.serve.cli import _parser, config_from_args
+
+    c = container(overlay)
+    parsed = _parser().parse_args(expanded_args(c))
+    config = config_from_args(parsed)
+    assert str(config.socket) == environment(c)["PODS_API_SOCKET"]
+    assert config.node_name == "node-1"
+    sources = {f.split("=")[0] for f in c["args"][1:]} - {"--node-name", "--socket", "--log-format"}
+    assert (
+        sources
+        == {
+            "standalone": {"--manifests"},
+            "apiserver": {"--manifests", "--apiserver"},
+            "cri": {"--manifests", "--cri-socket", "--node-ip"},
+            "bridge": {"--kubelet-socket"},
+        }[overlay]
+    )
+
+
+def mounted(overlay: str, deploy: Path = DEPLOY) -> dict[str, dict[str, Any]]:
+    """Each mount of the container, by its path inside it, with its volume."""
+    pod = daemonset(overlay, deploy)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    return {m["mountPath"]: {**m, "volume": volumes[m["name"]]} for m in pod["containers"][0]["volumeMounts"]}
+
+
+@pytest.mark.parametrize("overlay", STATIC_POD_VARIANTS)
+def test_static_pods_are_read_at_the_kubelets_own_path(overlay: str) -> None:
+    """--manifests, the mount and the hostPath are one path, a Directory (a node without it does
+    not start the pod, rather than serve an empty directory), read-only."""
+    path = environment(container(overlay))["STATIC_POD_PATH"]
+    assert path == "/etc/kubernetes/manifests" == flags(container(overlay))["manifests"]
+    mount = mounted(overlay)[path]
+    assert mount["readOnly"] is True
+    assert mount["volume"]["hostPath"] == {"path": path, "type": "Directory"}
+
+
+@pytest.mark.parametrize(
+    ("file", "variable", "value"),
+    [
+        ("standalone/static-pod-path.yaml", "STATIC_POD_PATH", "/var/lib/rancher/k3s/agent/pod-manifests"),
+        ("cri/runtime-socket.yaml", "CRI_SOCKET", "/var/run/crio/crio.sock"),
+    ],
+)
+def test_a_host_path_is_one_value_to_change(file: str, variable: str, value: str, tmp_path: Path) -> None:
+    """What the overlays' comments promise: change the one value in a copy of deploy/, and the
+    flag, the mount and the hostPath all follow it, in every variant built on that overlay."""
+    copy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, copy)
+    patch = copy / "overlays" / file
+    doc = yaml.safe_load(patch.read_text())
+    (ours,) = doc["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert ours["name"] == variable
+    patch.write_text(patch.read_text().replace(f"value: {ours['value']}", f"value: {value}"))
+    flag = {"STATIC_POD_PATH": "manifests", "CRI_SOCKET": "cri-socket"}[variable]
+    for overlay in STATIC_POD_VARIANTS if variable == "STATIC_POD_PATH" else ["cri"]:
+        c = container(overlay, copy)
+        assert environment(c)[variable] == flags(c)[flag] == value
+        mount = mounted(overlay, copy)[value]
+        assert mount["volume"]["hostPath"]["path"] == value and mount["readOnly"] is True
+        assert ours["value"] not in render_text(overlay, copy), "the old path is left somewhere"
+
+
+def test_the_apiserver_variant_runs_as_its_rbac_and_has_a_writable_tmpdir() -> None:
+    """Its ServiceAccount is the one the ClusterRoleBinding binds, with the token mounted; $TMPDIR
+    (where the API server client writes a kubeconfig's certificates) is a writable emptyDir under
+    the read-only root filesystem."""
+    docs = {doc["kind"]: doc for doc in render("apiserver")}
+    pod = docs["DaemonSet"]["spec"]["template"]["spec"]
+    account = docs["ServiceAccount"]["metadata"]
+    (subject,) = docs["ClusterRoleBinding"]["subjects"]
+    assert pod["serviceAccountName"] == account["name"] == subject["name"]
+    assert account["namespace"] == subject["namespace"] == docs["DaemonSet"]["metadata"]["namespace"]
+    assert docs["ClusterRoleBinding"]["roleRef"]["name"] == docs["ClusterRole"]["metadata"]["name"]
+    tmpdir = environment(container("apiserver"))["TMPDIR"]
+    mount = mounted("apiserver")[tmpdir]
+    assert "emptyDir" in mount["volume"] and not mount.get("readOnly")
+    assert container("apiserver")["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def mebibytes(quantity: str) -> float:
@@ -171,10 +265,11 @@ def test_memory_request_is_above_idle_rss(tmp_path: Path) -> None:
             rss_apiserver = idle_rss(served)
     finally:
         server.stop()
-    request = mebibytes(container()["resources"]["requests"]["memory"])
-    limit = mebibytes(container()["resources"]["limits"]["memory"])
+    request = mebibytes(container("standalone")["resources"]["requests"]["memory"])
+    request_apiserver = mebibytes(container("apiserver")["resources"]["requests"]["memory"])
+    limit = mebibytes(container("apiserver")["resources"]["limits"]["memory"])
     print(f"idle RSS {rss:.1f} MiB, with --apiserver {rss_apiserver:.1f} MiB; request {request:.0f} MiB")
-    assert rss < rss_apiserver < request < limit
+    assert rss < request and rss_apiserver < request_apiserver < limit
 
 
 # -- the probes and the HEALTHCHECK, run as written -----------------------------------------------
@@ -183,9 +278,11 @@ def test_memory_request_is_above_idle_rss(tmp_path: Path) -> None:
 CHECK = ["pods-api", "check", "--quiet"]
 
 
-def probe(name: str) -> list[str]:
-    command: list[str] = container()[name]["exec"]["command"]
-    assert command[:3] == CHECK and f"--socket={HOST_SOCKET}" in command
+def probe(name: str, overlay: str = "standalone") -> list[str]:
+    """A probe's command: `pods-api check` on $PODS_API_SOCKET, the container's variable, which
+    is also the server's --socket (test_probes_and_healthcheck_look_where_the_server_listens)."""
+    command: list[str] = container(overlay)[name]["exec"]["command"]
+    assert command[:3] == CHECK and not any(a.startswith("--socket") for a in command)
     return command
 
 
@@ -198,38 +295,43 @@ def healthcheck() -> list[str]:
     return command
 
 
-def test_probes_and_healthcheck_look_where_the_server_listens() -> None:
-    """The DaemonSet's --socket, the probes' --socket and the image's default (CMD sets none, and
-    neither does HEALTHCHECK) are one path, inside the mounted directory; the gateway's socket
-    sits next to it."""
+@pytest.mark.parametrize("overlay", STATIC_POD_VARIANTS)
+def test_probes_and_healthcheck_look_where_the_server_listens(overlay: str) -> None:
+    """The DaemonSet's --socket, the probes' $PODS_API_SOCKET and the image's default (CMD sets
+    none, and neither does HEALTHCHECK) are one path, inside the mounted directory; the gateway's
+    socket sits next to it."""
     from pods_api.client import KUBELET_SOCKET
     from pods_api.core.config import Config
 
-    args = dict(a.removeprefix("--").split("=", 1) for a in container()["args"] if "=" in a)
-    assert args["socket"] == HOST_SOCKET == str(Config("node-1").socket) == KUBELET_SOCKET
-    assert str(Config("node-1", socket=Path(args["socket"])).http_socket_path) == HOST_HTTP_SOCKET
-    mounts = {m["mountPath"] for m in container()["volumeMounts"]}
-    assert str(Path(HOST_SOCKET).parent) in mounts
+    socket = flags(container(overlay))["socket"]
+    assert socket == environment(container(overlay))["PODS_API_SOCKET"]
+    assert socket == HOST_SOCKET == str(Config("node-1").socket) == KUBELET_SOCKET
+    assert str(Config("node-1", socket=Path(socket)).http_socket_path) == HOST_HTTP_SOCKET
+    assert mounted(overlay)[str(Path(HOST_SOCKET).parent)]["volume"]["hostPath"]["path"] == str(
+        Path(HOST_SOCKET).parent
+    )
 
 
 def test_bridge_probes_are_the_standalones_on_the_bridge_socket() -> None:
     """The same checks (run below against real servers), where the bridge serves: the default
-    socket with --kubelet-socket."""
+    socket with --kubelet-socket, in $PODS_API_SOCKET for the probes and in --socket for serve."""
     from pods_api.core.config import BRIDGE_SOCKET
 
-    (bridge,) = documents(DEPLOY / "daemonset-bridge.yaml")
-    (theirs,) = bridge["spec"]["template"]["spec"]["containers"]
-    assert not any(a.startswith("--socket") for a in theirs["args"])
+    theirs = container("bridge")
+    assert flags(theirs)["socket"] == environment(theirs)["PODS_API_SOCKET"] == str(BRIDGE_SOCKET)
+    assert mounted("bridge")[str(BRIDGE_SOCKET.parent)]["volume"]["hostPath"]["path"] == str(
+        BRIDGE_SOCKET.parent
+    )
     for name in PROBES:
-        ours = [f"--socket={BRIDGE_SOCKET}" if a == f"--socket={HOST_SOCKET}" else a for a in probe(name)]
-        assert theirs[name]["exec"]["command"] == ours, name
-        assert theirs[name]["timeoutSeconds"] == container()[name]["timeoutSeconds"]
+        assert probe(name, "bridge") == probe(name), name
+        assert theirs[name]["timeoutSeconds"] == container("standalone")[name]["timeoutSeconds"]
 
 
 def run_probe(command: list[str], socket: Path) -> int:
-    """The probe's exit code, with the host socket path replaced by the test server's (the
-    HEALTHCHECK's default socket by $PODS_API_SOCKET) and `pods-api` by the installed command."""
-    argv = [PODS_API, *(f"--socket={socket}" if a == f"--socket={HOST_SOCKET}" else a for a in command[1:])]
+    """The probe's exit code, run as the kubelet runs it in the container, with the container's
+    $PODS_API_SOCKET (the HEALTHCHECK's too) set to the test server's socket and `pods-api` the
+    installed command."""
+    argv = [PODS_API, *command[1:]]
     env = {**os.environ, "PODS_API_SOCKET": str(socket)}
     return subprocess.run(argv, capture_output=True, timeout=TIMEOUT, env=env).returncode
 
@@ -306,7 +408,7 @@ def test_probe_timeouts_cover_the_probes_own_deadline() -> None:
     would be reported as a probe timeout rather than the probe's own verdict."""
     for name in PROBES:
         assert "--timeout=2" in probe(name)
-        assert container()[name]["timeoutSeconds"] > 2
+        assert container("standalone")[name]["timeoutSeconds"] > 2
     assert "--timeout=2" in healthcheck()
 
 

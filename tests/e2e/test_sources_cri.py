@@ -4,7 +4,6 @@ kubelet over CRI, and a real `pods-api serve --cri-socket`, watched over its gRP
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,9 +13,9 @@ import grpc
 import httpx
 import pytest
 from containerd import IMAGE, Containerd, Kubelet, PodRef
+from kustomize import daemonset, expanded_args
 from podwatch import Watch
 from released import ADDED, DELETED, MODIFIED
-from repo import ROOT
 from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes
@@ -274,25 +273,18 @@ async def test_a_read_only_mount_of_the_runtime_socket_is_enough(
         await watch.close()
 
 
-def test_the_daemonset_patch_mounts_the_runtime_socket_read_only() -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
-    deploy = ROOT / "deploy"
-    patch = ("--type", "json", "--patch-file", str(deploy / "patches" / "cri-socket.yaml"))
-    patched = subprocess.run(
-        [kubectl, "patch", "--local", "-f", str(deploy / "daemonset.yaml"), *patch, "-o", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    spec = json.loads(patched.stdout)["spec"]["template"]["spec"]
+def test_the_cri_overlay_mounts_the_runtime_socket_read_only() -> None:
+    """deploy/overlays/cri as `kubectl kustomize` renders it: the runtime's socket read-only at
+    the path the node has it, and the arguments, expanded as the kubelet expands them, make it an
+    overlay of the static pods' status."""
+    spec = daemonset("cri")["spec"]["template"]["spec"]
     (container,) = spec["containers"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "cri-socket")
     volume = next(v for v in spec["volumes"] if v["name"] == "cri-socket")
     assert mount["readOnly"] is True
     assert mount["mountPath"] == volume["hostPath"]["path"] == "/run/containerd/containerd.sock"
-    args = [a.replace("$(NODE_NAME)", "node-1").replace("$(HOST_IP)", "10.0.0.5") for a in container["args"]]
+    assert volume["hostPath"]["type"] == "Socket"
+    args = expanded_args(container)
     host_ip = next(e for e in container["env"] if e["name"] == "HOST_IP")
     assert host_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     config = config_from_args(_parser().parse_args(args))

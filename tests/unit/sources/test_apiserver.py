@@ -365,7 +365,7 @@ async def test_a_missing_context_is_a_clear_error(
 
 
 def test_the_rbac_grants_read_on_pods_and_nothing_else() -> None:
-    docs = list(yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()))
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "overlays" / "apiserver" / "rbac.yaml").read_text()))
     by_kind = {doc["kind"]: doc for doc in docs}
     assert sorted(by_kind) == ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
     assert by_kind["ClusterRole"]["rules"] == [
