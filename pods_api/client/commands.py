@@ -27,6 +27,7 @@ from pods_api.core.argtypes import positive
 
 if TYPE_CHECKING:
     from pods_api.client.client import Client
+    from pods_api.client.jsonpath import Printer
     from pods_api.client.pod import Pod
 
 # Each command loads what it uses when it runs (`check`, a probe run every few seconds, loads
@@ -82,7 +83,13 @@ def add_commands(commands: Any) -> None:
         help="retry while the server is not ready or rate limits, with jittered backoff, until --timeout",
     )
     calls.add_argument(
-        "-o", "--output", choices=FORMATS, default="table", help="output format (default table)"
+        "-o",
+        "--output",
+        type=_output,
+        default="table",
+        metavar="FORMAT",
+        help=f"output format: {', '.join(FORMATS)} (default table); with get, also "
+        "jsonpath=TEMPLATE, jsonpath-file=FILE or custom-columns=HEADER:PATH,... as kubectl's",
     )
     # pods-api's extension (podsapi.v1.PodLookup): a kubelet's socket answers Unimplemented.
     selectors = argparse.ArgumentParser(add_help=False)
@@ -232,6 +239,36 @@ async def _retrying(args: argparse.Namespace, client: Client, call: Callable[[],
             await asyncio.sleep(delay)
 
 
+def _output(value: str) -> Any:
+    """`-o`: a fixed format's name, or the parsed jsonpath/custom-columns printer."""
+    if value in FORMATS:
+        return value
+    from pods_api.client.jsonpath import JSONPathError, output_printer
+
+    try:
+        printer = output_printer(value)
+    except JSONPathError as error:
+        raise argparse.ArgumentTypeError(f"{value.partition('=')[0]}: {error}") from None
+    if printer is None:
+        choices = ", ".join([*FORMATS, "jsonpath=...", "jsonpath-file=...", "custom-columns=..."])
+        raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from {choices})")
+    return printer
+
+
+def _rendered(render: Callable[[], str]) -> int:
+    """Print what `render` makes; a template that fails on these pods (an index out of range, a
+    comparison of a string with a number) prints nothing, as kubectl, and exits 1."""
+    from pods_api.client.jsonpath import JSONPathError
+
+    try:
+        text = render()
+    except JSONPathError as error:
+        print(f"pods-api get: error executing the template: {error}", file=sys.stderr)
+        return Exit.ERROR
+    _print(text)
+    return Exit.OK
+
+
 def _print(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
@@ -253,7 +290,7 @@ async def _get(args: argparse.Namespace) -> int:
     from pods_api.client.output import render_pod, render_pods
     from pods_api.core.api.printer import POD_FIELDS
 
-    fmt: Format = args.output
+    fmt: Format | Printer = args.output
     wrong = _usage(args)
     if wrong is not None:
         print(f"pods-api get: {wrong}", file=sys.stderr)
@@ -275,13 +312,11 @@ async def _get(args: argparse.Namespace) -> int:
             )
             if not found:
                 raise NotFound(args.socket, f"pod {namespace}/{name} not found")
-            _print(render_pod(found[0].pod, fmt, datetime.now(UTC)))
-            return Exit.OK
+            return _rendered(lambda: render_pod(found[0].pod, fmt, datetime.now(UTC)))
         if args.uid is not None:
             uid: str = args.uid
             pod = await _retrying(args, client, lambda: client.get(uid, fields=args.fields))
-            _print(render_pod(pod, fmt, datetime.now(UTC)))
-            return Exit.OK
+            return _rendered(lambda: render_pod(pod, fmt, datetime.now(UTC)))
         pods: list[Pod]
         if args.container_id is not None or args.pod_ip is not None:
             key = {"container_id": args.container_id, "pod_ip": args.pod_ip}
@@ -292,14 +327,17 @@ async def _get(args: argparse.Namespace) -> int:
         else:
             pods = await _retrying(args, client, lambda: client.list(args.fields, **selected))
     # -n filters here, not with a field selector: a kubelet's socket serves no selectors.
-    _print(render_pods(pods, fmt, datetime.now(UTC), namespace=args.namespace))
-    return Exit.OK
+    return _rendered(lambda: render_pods(pods, fmt, datetime.now(UTC), namespace=args.namespace))
 
 
 async def _watch(args: argparse.Namespace) -> int:
     from pods_api.client.output import EventPrinter
 
-    printer = EventPrinter(args.output)
+    fmt: Format | Printer = args.output
+    if not isinstance(fmt, str):
+        print("pods-api watch: -o jsonpath and custom-columns are for get, not watch", file=sys.stderr)
+        return Exit.USAGE
+    printer = EventPrinter(fmt)
     async with _client(args) as client:
 
         async def first() -> Any:

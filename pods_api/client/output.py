@@ -5,7 +5,8 @@
   spaces of indent; `<`, `>`, `&` escaped as Go's encoder does);
 - `yaml`: kubectl's YAML printer (sigs.k8s.io/yaml: the JSON's keys sorted, block style, strings
   that would read as another type double-quoted, multi-line strings as literal blocks);
-- `name`: `pod/NAME`.
+- `name`: `pod/NAME`;
+- `jsonpath=`/`custom-columns=`: kubectl's, applied to the same objects (client/jsonpath.py).
 
 A list is a `v1` `PodList`, where kubectl would print a generic `List`: this is one kind of
 object from one source, as the HTTP gateway's `/v1/pods` returns it.
@@ -13,19 +14,16 @@ object from one source, as the HTTP gateway's `/v1/pods` returns it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from pods_api.client.client import EventType, WatchEvent
 from pods_api.client.formats import Format
+from pods_api.client.gojson import go_json
+from pods_api.client.jsonpath import CustomColumnsPrinter, JSONPathPrinter, Printer
 from pods_api.client.pod import Pod
 from pods_api.core.api.printer import POD_COLUMNS, pod_row, pod_text_table
-
-# Go's encoding/json escapes these inside strings (HTML safety; U+2028/9 for JavaScript), and
-# they can occur nowhere else in JSON text, so a plain replace is exact.
-_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
 def sorted_pods(pods: Iterable[Pod]) -> list[Pod]:
@@ -43,16 +41,6 @@ def pod_list_object(pods: Sequence[Pod]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [pod_object(p) for p in pods]}
 
 
-def go_json(obj: Any, *, indent: int | None = 4) -> str:
-    """JSON as kubectl prints it (indented) or as one line (indent=None), keys sorted."""
-    separators = (",", ":") if indent is None else (",", ": ")
-    text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False, separators=separators)
-    for char, escape in _GO_ESCAPES.items():
-        if char in text:
-            text = text.replace(char, escape)
-    return text
-
-
 def go_yaml(obj: Any) -> str:
     """YAML as kubectl prints it (client/goyaml.py: loaded for -o yaml only)."""
     from pods_api.client.goyaml import go_yaml as dump
@@ -60,10 +48,16 @@ def go_yaml(obj: Any) -> str:
     return dump(obj)
 
 
-def render_pods(pods: Sequence[Pod], fmt: Format, now: datetime, *, namespace: str | None = None) -> str:
+def render_pods(
+    pods: Sequence[Pod], fmt: Format | Printer, now: datetime, *, namespace: str | None = None
+) -> str:
     """`pods-api get pods`: every pod, sorted, in one format; with `namespace` (`-n`), only that
     namespace's, and the table without its NAMESPACE column, as kubectl prints them."""
     pods = sorted_pods(p for p in pods if namespace is None or p.namespace == namespace)
+    if isinstance(fmt, JSONPathPrinter):
+        return fmt.render(pod_list_object(pods))
+    if isinstance(fmt, CustomColumnsPrinter):
+        return fmt.render([pod_object(p) for p in pods])
     if fmt in ("table", "wide"):
         objects = [p.json() for p in pods]
         return pod_text_table(objects, now, wide=fmt == "wide", with_namespace=namespace is None)
@@ -74,8 +68,12 @@ def render_pods(pods: Sequence[Pod], fmt: Format, now: datetime, *, namespace: s
     return "".join(f"pod/{p.name}\n" for p in pods)
 
 
-def render_pod(pod: Pod, fmt: Format, now: datetime) -> str:
+def render_pod(pod: Pod, fmt: Format | Printer, now: datetime) -> str:
     """`pods-api get pod UID`: one pod; the table keeps the NAMESPACE column (a UID does not say it)."""
+    if isinstance(fmt, JSONPathPrinter):
+        return fmt.render(pod_object(pod))
+    if isinstance(fmt, CustomColumnsPrinter):
+        return fmt.render([pod_object(pod)])
     if fmt in ("table", "wide"):
         return pod_text_table([pod.json()], now, wide=fmt == "wide", with_namespace=True)
     if fmt == "json":

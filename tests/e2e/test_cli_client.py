@@ -123,6 +123,33 @@ def test_get_pods_yaml_and_name(server: Served) -> None:
     assert get(server, "-o", "name").stdout.splitlines() == [f"pod/{n}" for _, n in NAMES]
 
 
+def test_get_pods_jsonpath_and_custom_columns(server: Served) -> None:
+    template = '{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\\n"}{end}'
+    listed = get(server, "-o", f"jsonpath={template}")
+    assert listed.returncode == Exit.OK, listed.stderr
+    assert listed.stdout.splitlines() == [f"{ns}/{n}" for ns, n in NAMES]
+    columns = get(server, "-o", "custom-columns=NAME:.metadata.name,NOPE:.status.nope")
+    assert columns.stdout.split("\n")[0].split() == ["NAME", "NOPE"]
+    assert [line.split() for line in columns.stdout.splitlines()[1:]] == [[n, "<none>"] for _, n in NAMES]
+
+
+def test_a_bad_or_unsupported_template_is_a_usage_error_naming_it(server: Served) -> None:
+    for output, says in [
+        ("jsonpath={.items[x]}", "invalid array index x"),
+        ("jsonpath={range .items[*]}{.metadata.name}", "has no {end}"),
+        ("jsonpath={.items[::-1]}", "step must be > 0"),
+        ("custom-columns=NAME", "expected <header>:<json-path-expr>"),
+    ]:
+        result = get(server, "-o", output)
+        assert result.returncode == Exit.USAGE and says in result.stderr, (output, result.stderr)
+        assert result.stdout == ""
+    failed = get(server, "-o", "jsonpath={.items[99]}")
+    assert failed.returncode == Exit.ERROR and "array index out of bounds" in failed.stderr
+    assert failed.stdout == ""
+    watch = cli("watch", "--socket", str(server.socket), "-o", "jsonpath={.metadata.name}")
+    assert watch.returncode == Exit.USAGE and "for get, not watch" in watch.stderr
+
+
 def test_get_pods_with_a_field_mask(server: Served) -> None:
     out = json.loads(get(server, "-o", "json", "--fields", "status.phase").stdout)
     assert {tuple(p["status"]) for p in out["items"]} <= {("phase",)}

@@ -21,6 +21,7 @@ from kubectldiscovery import DISCOVERY
 from printerpods import example_pods
 
 from pods_api.client import Pod
+from pods_api.client.jsonpath import CustomColumnsPrinter, JSONPathPrinter
 from pods_api.client.output import render_pod, render_pods
 from pods_api.core.api.codec import pod_to_bytes
 
@@ -222,3 +223,118 @@ def test_kubectl_prints_awkward_strings_as_we_do(kubeconfig: Path, values: list[
     for fmt in ("yaml", "json"):
         theirs = kubectl(kubeconfig, "get", "pod", "-n", pod.namespace, pod.name, "-o", fmt)
         assert render_pod(pod, fmt, NOW) == theirs  # type: ignore[arg-type]
+
+
+# One template per construct of kubectl's JSONPath (client-go util/jsonpath), over the list.
+JSONPATH_TEMPLATES = [
+    "{.items[*].metadata.name}",
+    "{$.items[*].metadata.uid}",
+    "names: {.items[*].metadata.name} (end)\n",
+    '{range .items[*]}{.metadata.namespace}{"/"}{.metadata.name}{"\\t"}{.status.phase}{"\\n"}{end}',
+    "{range .items[*]}[{.metadata.name}]{end}",
+    "{range .items[*]}{.metadata.name}{'\\n'}{end}tail {.items[0].metadata.name}",
+    '{.items[?(@.status.phase=="Running")].metadata.name}',
+    '{range .items[?(@.status.phase!="Running")]}{.metadata.name}{"\\n"}{end}',
+    '{range .items[?(@.status.phase=="Nope")]}{.metadata.name}{end}after',
+    "{.items[?(@.status.podIP)].status.podIP}",
+    "{.items[*].status.containerStatuses[?(@.restartCount>0)].name}",
+    "{.items[*].status.containerStatuses[?(@.restartCount<=0)].restartCount}",
+    '{.items[*].spec.containers[?(@.name=="report")].image}',
+    "{.items[0].metadata.name}",
+    "{.items[-1].metadata.name}",
+    "{.items[1:3].metadata.name}",
+    "{.items[:2].metadata.name}",
+    "{.items[-2:].metadata.name}",
+    "{.items[3:3].metadata.name}",
+    "{.items[0,2].metadata.name}",
+    "{.items[*].metadata['name','namespace']}",
+    "{.items[*].metadata['namespace']}",
+    "{.items[*].metadata.labels}",
+    "{.items[0].spec.containers[0].resources}",
+    "{.items[*].spec.containers[*].args}",
+    "{.items[*].metadata.annotations.missing}",
+    "{.items[*].nothing.at.all}x",
+    "{.items[*].metadata.labels.app\\.kubernetes\\.io/name}",
+    "{.items[*].status.containerStatuses[*].restartCount}",
+    "{.items[*].status.containerStatuses[0].ready}",
+    "{.items[*].metadata.ownerReferences[*].controller}",
+    "no actions at all",
+]
+# Where kubectl's order is Go's random map order, the words compare as a multiset.
+JSONPATH_UNORDERED = [
+    "{.items[0].metadata.labels.*}",
+    "{.items[1].metadata.labels.*}",
+    "{..restartCount}",
+    "{.items[*]..image}",
+]
+CUSTOM_COLUMNS = [
+    "NAME:.metadata.name,PHASE:.status.phase,IP:.status.podIP",
+    "NAME:metadata.name,IMAGES:{.spec.containers[*].image}",
+    "NAMESPACE:{.metadata.namespace},X:.metadata.missing",
+    "N:.metadata.name,LABELS:.metadata.labels,ARGS:.spec.containers[*].args",
+    "READY:.status.containerStatuses[*].ready,RESTARTS:.status.containerStatuses[*].restartCount",
+    "OWNER:.metadata.ownerReferences[0].kind,REQ:.spec.containers[0].resources.requests",
+    'C:.spec.containers[?(@.name=="report")].name,lower case header:.metadata.uid',
+]
+
+
+@pytest.mark.parametrize("template", JSONPATH_TEMPLATES)
+def test_kubectl_jsonpath_prints_as_we_do(kubeconfig: Path, template: str) -> None:
+    pods = as_pods(example_pods())
+    _Served.pods = [p.json() for p in pods]
+    theirs = kubectl(kubeconfig, "get", "pods", "-A", "-o", f"jsonpath={template}")
+    assert render_pods(pods, JSONPathPrinter.parse(template), NOW) == theirs
+
+
+@pytest.mark.parametrize("template", JSONPATH_UNORDERED)
+def test_kubectl_jsonpath_over_maps_prints_the_same_values(kubeconfig: Path, template: str) -> None:
+    pods = as_pods(example_pods())
+    _Served.pods = [p.json() for p in pods]
+    theirs = kubectl(kubeconfig, "get", "pods", "-A", "-o", f"jsonpath={template}")
+    ours = render_pods(pods, JSONPathPrinter.parse(template), NOW)
+    assert sorted(ours.split(" ")) == sorted(theirs.split(" "))
+
+
+def test_kubectl_jsonpath_prints_one_pod_as_we_do(kubeconfig: Path) -> None:
+    (pod,) = as_pods(example_pods()[1:2])
+    _Served.pods = [pod.json()]
+    template = "{.metadata.name} {.spec.containers[*].name} {.status.conditions[?(@.type=='Ready')].status}"
+    theirs = kubectl(kubeconfig, "get", "pod", "-n", pod.namespace, pod.name, "-o", f"jsonpath={template}")
+    assert render_pod(pod, JSONPathPrinter.parse(template), NOW) == theirs
+
+
+@pytest.mark.parametrize("spec", CUSTOM_COLUMNS)
+def test_kubectl_custom_columns_print_as_we_do(kubeconfig: Path, spec: str) -> None:
+    pods = as_pods(example_pods())
+    _Served.pods = [p.json() for p in pods]
+    theirs = kubectl(kubeconfig, "get", "pods", "-A", "-o", f"custom-columns={spec}")
+    assert render_pods(pods, CustomColumnsPrinter.parse(spec), NOW) == theirs
+
+
+def _paths(value: Any, prefix: str = "") -> Iterator[str]:
+    """Every simple path into value: `.key` for map keys, `[i]` and `[*]` for list elements."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if key.replace("-", "_").replace("_", "").isalnum():  # client-go's field characters
+                yield from _paths(child, f"{prefix}.{key}")
+    elif isinstance(value, list) and value:
+        yield from _paths(value[0], f"{prefix}[0]")
+        yield from _paths(value[-1], f"{prefix}[-1]")
+        yield f"{prefix}[*]"
+
+
+# The paths into a pod list, and a few that reach nothing (missing keys print nothing).
+_POD_LIST = {"items": [p for p in example_pods()]}
+SIMPLE_PATHS = sorted({p for p in _paths(_POD_LIST) if p} | {".items[*].nope", ".items[0].metadata.nope.x"})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(paths=st.lists(st.sampled_from(SIMPLE_PATHS), min_size=1, max_size=3))
+@example(paths=[".items[*].metadata.name", ".items[-1].status.podIPs[*].ip"])
+def test_kubectl_jsonpath_prints_generated_paths_as_we_do(kubeconfig: Path, paths: list[str]) -> None:
+    pods = as_pods(example_pods())
+    _Served.pods = [p.json() for p in pods]
+    template = "|".join("{" + path + "}" for path in paths)
+    theirs = kubectl(kubeconfig, "get", "pods", "-A", "-o", f"jsonpath={template}")
+    assert render_pods(pods, JSONPathPrinter.parse(template), NOW) == theirs
