@@ -589,10 +589,51 @@ class CustomColumnsPrinter:
 
     def render(self, objects: Sequence[Any]) -> str:
         rows = [list(self.headers), *([self.cell(o, s) for s in self.paths] for o in objects)]
-        widths = [max(_MIN_WIDTH, *(len(r[i]) + _PADDING for r in rows)) for i in range(len(self.paths) - 1)]
-        return "".join(
-            "".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + r[-1] + "\n" for r in rows
-        )
+        # kubectl writes each row tab-separated into a tabwriter, so a tab or a newline inside a
+        # value starts a cell or a line there too.
+        return tabwrite("".join("\t".join(row) + "\n" for row in rows))
+
+
+def tabwrite(text: str) -> str:
+    """text laid out as kubectl's tabwriter (Go's text/tabwriter, remembering widths) does it: a
+    tab ends a cell; each column block (consecutive lines with a cell in that column) is as wide
+    as its widest cell, and never narrower than that column was in an earlier block."""
+    rows = re.split("[\n\f]", text)
+    lines = [re.split("[\t\v]", row) for row in rows]
+    out: list[str] = []
+    widths: list[int] = []  # the enclosing blocks' widths, column by column
+    remembered: list[int] = []
+
+    def write(first: int, last: int) -> None:
+        for number in range(first, last):
+            cells = (c.ljust(widths[j]) if j < len(widths) else c for j, c in enumerate(lines[number]))
+            out.append("".join(cells) + ("\n" if number + 1 < len(lines) else ""))
+
+    def layout(first: int, last: int) -> None:
+        column = len(widths)
+        at = first
+        while at < last:
+            if column >= len(lines[at]) - 1:  # the last cell of a line is in no column
+                at += 1
+                continue
+            write(first, at)
+            start = at
+            width = _MIN_WIDTH
+            while at < last and column < len(lines[at]) - 1:
+                width = max(width, len(lines[at][column]) + _PADDING)
+                at += 1
+            remembered.extend(widths[len(remembered) :])
+            if len(remembered) == column:
+                remembered.append(width)
+            width = remembered[column] = max(width, remembered[column])
+            widths.append(width)
+            layout(start, at)
+            widths.pop()
+            first = at
+        write(first, last)
+
+    layout(0, len(lines))
+    return "".join(out)
 
 
 Printer = JSONPathPrinter | CustomColumnsPrinter

