@@ -106,7 +106,11 @@ class Watcher:
 
 
 async def watch_grpc(served: Served, watcher: Watcher) -> None:
-    kinds = {0: "ADDED", 1: "MODIFIED", 2: "DELETED"}
+    kinds = {
+        pods_v1alpha1_pb2.ADDED: "ADDED",
+        pods_v1alpha1_pb2.MODIFIED: "MODIFIED",
+        pods_v1alpha1_pb2.DELETED: "DELETED",
+    }
     async with grpc.aio.insecure_channel(served.target) as channel:
         call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
         try:
