@@ -133,6 +133,16 @@ def test_get_pods_jsonpath_and_custom_columns(server: Served) -> None:
     assert [line.split() for line in columns.stdout.splitlines()[1:]] == [[n, "<none>"] for _, n in NAMES]
 
 
+def test_get_pods_jsonpath_file(server: Served, tmp_path: Path) -> None:
+    template = tmp_path / "names.jsonpath"
+    template.write_text('{range .items[*]}{.metadata.name}{"\\n"}{end}')
+    listed = get(server, "-o", f"jsonpath-file={template}")
+    assert listed.returncode == Exit.OK, listed.stderr
+    assert listed.stdout.splitlines() == [n for _, n in NAMES]
+    missing = get(server, "-o", f"jsonpath-file={tmp_path / 'nope'}")
+    assert missing.returncode == Exit.USAGE and "nope" in missing.stderr
+
+
 def test_a_bad_or_unsupported_template_is_a_usage_error_naming_it(server: Served) -> None:
     for output, says in [
         ("jsonpath={.items[x]}", "invalid array index x"),

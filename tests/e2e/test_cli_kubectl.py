@@ -260,6 +260,15 @@ JSONPATH_TEMPLATES = [
     "{.items[*].status.containerStatuses[0].ready}",
     "{.items[*].metadata.ownerReferences[*].controller}",
     "no actions at all",
+    "{.items[1].metadata.annotations['kubernetes.io/config.source']}",  # split at its dots: nothing
+    "{.items[1].metadata.annotations.kubernetes\\.io/config\\.source}",
+    "{.items[*].metadata.labels.job-name}",
+    "{ .items[0].metadata.name }",
+    "}{.items[0].metadata.name}}",
+    '{.items[0].metadata.name}{"\\x41\\101\\u00e9"}',
+    "{.items[?(@.metadata.namespace=='shop')].metadata.name}",
+    '{.items[?(@.metadata.name=="a,b")].x}',
+    '{.items[?(@.status.phase=="Running")]..restartCount}',
 ]
 # Where kubectl's order is Go's random map order, the words compare as a multiset.
 JSONPATH_UNORDERED = [
