@@ -13,6 +13,7 @@ kubectl's own order is random (the values of a map under `*` or `..`), ours is t
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -92,6 +93,7 @@ class Range:
 
 
 Node = str | Action | Range
+Kind = typing.Literal["action", "range", "end"]  # what one `{...}` is
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -154,10 +156,10 @@ def _unquote(text: str) -> str:
     return _ESCAPE.sub(escape, body)
 
 
-def _steps(text: str) -> tuple[bool, tuple[Step, ...]]:
-    """One action's steps, and whether it begins with `range`."""
+def _steps(text: str) -> tuple[Kind, tuple[Step, ...]]:
+    """One action's steps, and whether it is a plain action, opens a `range` or is its `end`."""
     steps: list[Step] = []
-    is_range = False
+    kind: Kind = "action"
     pos = 0
     while pos < len(text):
         char = text[pos]
@@ -195,17 +197,17 @@ def _steps(text: str) -> tuple[bool, tuple[Step, ...]]:
             while end < len(text) and text[end] not in _TERMINATORS:
                 end += 1
             word, pos = text[pos:end], end
-            if word == "range" and not steps and not is_range:
-                is_range = True
-            elif word == "end" and not steps and not text[pos:].strip():
-                return False, (Literal("\0end"),)
+            if word == "range" and not steps and kind == "action":
+                kind = "range"
+            elif word == "end" and not steps and kind == "action" and not text[pos:].strip():
+                return "end", ()
             elif word in ("true", "false"):
                 steps.append(Literal(word == "true"))
             else:
                 raise JSONPathError(f"unrecognized identifier {word}")
         else:
             raise JSONPathError(f"unrecognized character in action: {char!r}")
-    return is_range, tuple(steps)
+    return kind, tuple(steps)
 
 
 def _word(char: str) -> bool:
@@ -298,9 +300,6 @@ def _filter(text: str, pos: int, steps: list[Step]) -> int:
     return end + 2
 
 
-_END = (Literal("\0end"),)
-
-
 def parse(template: str) -> list[Node]:
     """The template's nodes: text, actions, and `range` blocks with their bodies."""
     nodes: list[Node] = []
@@ -310,12 +309,12 @@ def parse(template: str) -> list[Node]:
         if isinstance(part, str):
             body.append(part)
             continue
-        is_range, steps = _steps(part[0])
-        if steps == _END:
+        kind, steps = _steps(part[0])
+        if kind == "end":
             if not ranges:
                 raise JSONPathError("not in range, nothing to end")
             ranges.pop()
-        elif is_range:
+        elif kind == "range":
             ranges.append(Range(steps, part[1]))
             body.append(ranges[-1])
         else:
