@@ -94,11 +94,13 @@ def manifest(i: int, generation: int = 0) -> dict[str, Any]:
             _container("app", "registry.example/app:1.0", 8080),
             _container("sidecar", "registry.example/sidecar:2.3", 9090),
         ],
+        # Only what the kubelet admits in a static pod: no configMap, secret or projected token
+        # (PreventStaticPodAPIReferences), or every manifest would be refused, not loaded.
         "volumes": [
-            {"name": "config", "configMap": {"name": f"app-{i}-config"}},
+            {"name": "config", "hostPath": {"path": f"/etc/app-{i}", "type": "Directory"}},
             {"name": "data", "emptyDir": {}},
             {"name": "host", "hostPath": {"path": "/var/log", "type": "Directory"}},
-            {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+            {"name": "token", "emptyDir": {"medium": "Memory"}},
         ],
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": 30,
@@ -123,6 +125,10 @@ def fixture(i: int, generation: int = 0) -> dict[str, Any]:
     """A served pod, status included, with a uid: what --fixtures serves as written."""
     pod = manifest(i, generation)
     pod["metadata"]["uid"] = f"00000000-0000-0000-0000-{i:012d}"
+    # A served pod may use the API's volumes, as a Deployment's does.
+    volumes = pod["spec"]["volumes"]
+    volumes[0] = {"name": "config", "configMap": {"name": f"app-{i}-config"}}
+    volumes[3] = {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
     pod["spec"]["nodeName"] = "bench"
     pod["status"] = _status(i)
     return pod

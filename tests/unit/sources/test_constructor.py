@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 from repo import ROOT
 
 from bench import pods
+from pods_api.core.api.codec import pod_to_bytes
+from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.sources import constructor
+from pods_api.sources.staticpod import api_reference, validate_static_pod
 
 
 class _Reference(yaml.CSafeLoader):
@@ -187,3 +190,13 @@ def test_many_values_without_aliases_are_still_counted() -> None:
     text = "a: [" + "0, " * (MAX_EXPANDED_VALUES + 1) + "]\n"  # no `&`, but over the value limit
     with pytest.raises(ManifestError, match="YAML aliases are expanded"):
         parse_documents(text.encode(), "f.yaml")
+
+
+def test_the_benchmarks_manifests_are_static_pods_the_kubelet_admits() -> None:
+    """W6 measures loading manifests: a bench pod the kubelet refuses (a configMap or projected
+    token volume, PreventStaticPodAPIReferences) would measure refusals instead."""
+    for i in range(3):
+        pod = pod_to_bytes(pods.manifest(i))
+        decoded = k8s_core_v1_pb2.Pod.FromString(pod)
+        assert api_reference(decoded) is None
+        assert validate_static_pod(decoded, "node-1") == []
