@@ -420,6 +420,14 @@ class Kubelet:
         self.stub.StopContainer(
             cri.StopContainerRequest(container_id=container_id, timeout=0), timeout=TIMEOUT
         )
+        # StopContainer can answer before containerd has recorded the exit, and RemoveContainer
+        # then refuses ("container is still running"): wait for the exited state, as the
+        # kubelet's GC only removes exited containers.
+        deadline = time.monotonic() + TIMEOUT
+        while self.status(container_id).state != cri.CONTAINER_EXITED:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"container {container_id} did not exit within {TIMEOUT} s")
+            time.sleep(0.02)
         self.stub.RemoveContainer(cri.RemoveContainerRequest(container_id=container_id), timeout=TIMEOUT)
 
     def status(self, container_id: str) -> cri.ContainerStatus:
