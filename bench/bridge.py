@@ -25,6 +25,8 @@ from typing import IO
 
 import grpc
 
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from serve import PODS_API, fixture  # noqa: E402
@@ -32,7 +34,9 @@ from serve import PODS_API, fixture  # noqa: E402
 WATCH = "/v1alpha1.Pods/WatchPods"
 # Floor and ours take turns this many times, each turn a share of the changes.
 ROUNDS = 4
-SYNC_FRAME = b"\x08\x03"  # WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}
+# WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}, from the generated module whose numbers the Go
+# conformance tests hold to the released k8s.io/kubelet (a literal here once kept a draft's 3).
+SYNC_FRAME = api.WatchPodsEvent(type="INITIAL_SYNC_COMPLETE").SerializeToString()
 
 
 def wait_line(stream: IO[str] | None, text: str) -> None:

@@ -29,9 +29,9 @@ import grpc
 HERE = Path(__file__).resolve().parent
 sys.path.append(str(HERE.parent))  # after PYTHONPATH: --tree picks the pods_api measured
 from bench.server import cpu_seconds  # noqa: E402
+from bench.workloads import SYNC_FRAME  # noqa: E402
 
 WATCH = "/v1alpha1.Pods/WatchPods"
-SYNC_FRAME = b"\x08\x03"  # WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}
 PODS = 110
 
 

@@ -13,6 +13,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
+
+# The upstream's end of its snapshot: WatchPodsEvent{type: INITIAL_SYNC_COMPLETE}.
+SYNC_FRAME = api.WatchPodsEvent(type="INITIAL_SYNC_COMPLETE").SerializeToString()
+
 
 async def main(upstream: str, ours: str) -> None:
     watchers: set[asyncio.Queue[bytes]] = set()
@@ -24,7 +29,7 @@ async def main(upstream: str, ours: str) -> None:
             async for frame in channel.unary_stream("/v1alpha1.Pods/WatchPods")(b""):
                 if not synced.is_set():
                     initial.append(frame)
-                    if frame.startswith(b"\x08\x03"):  # type INITIAL_SYNC_COMPLETE
+                    if frame == SYNC_FRAME:
                         synced.set()
                     continue
                 for queue in watchers:
