@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.core.api.status import Code, StatusError, quote
+from pods_api.gateway.head import ALLOW
 
 __all__ = ["HTTP_STATUS", "ApiError", "Code", "error_body", "error_response", "http_status", "install"]
 
@@ -147,8 +148,12 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
         message = f"method {quote(request.method, 16)} is not allowed on {path}; this API is read-only"
     else:
         message = str(exc.detail)
-    # Keep the status Starlette chose (405 stays 405, with its Allow header).
-    return error_response(code, message, http_status=exc.status_code, headers=dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Starlette names the route's declared methods (GET); the app answers HEAD on each too.
+        headers["Allow"] = ALLOW
+    # Keep the status Starlette chose (405 stays 405).
+    return error_response(code, message, http_status=exc.status_code, headers=headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

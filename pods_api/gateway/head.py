@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+# What every route answers, for a 405's Allow (RFC 9110 §15.5.6): the API is read-only, and
+# each GET route answers HEAD too.
+ALLOW = "GET, HEAD"
+
 
 async def head_as_get(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
     ended = False

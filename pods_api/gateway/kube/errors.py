@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.core.api.status import Code, StatusError
+from pods_api.gateway.head import ALLOW
 
 JSON = "application/json"
 
@@ -173,6 +174,8 @@ def response(error: KubeError) -> Response:
     headers = {}
     if error.retry_after is not None:
         headers["Retry-After"] = str(retry_after_seconds(error.retry_after))
+    if error.http_status == 405:
+        headers["Allow"] = ALLOW
     return Response(error.body(), status_code=error.http_status, media_type=JSON, headers=headers)
 
 

@@ -184,6 +184,7 @@ async def test_errors_are_status_objects(gateway: Gateway) -> None:
     ]:
         r = await client.request(method, path)
         assert (r.status_code, status_of(r)["reason"]) == (405, "MethodNotAllowed"), (method, path)
+        assert r.headers["allow"] == "GET, HEAD", (method, path)  # a 405 names what is allowed
     for path in [
         "/api/v1/namespaces/shop/pods/web/log",
         "/api/v1/namespaces/shop/pods/web/status",

@@ -257,7 +257,7 @@ async def test_other_methods_are_405_unimplemented(gateway: Gateway, method: str
     for path in ("/v1/pods", "/v1/pods/uid-a", "/healthz", "/metrics"):
         r = await gateway.client.request(method, path)
         assert r.status_code == 405
-        assert r.headers["allow"] == "GET"
+        assert r.headers["allow"] == "GET, HEAD"  # HEAD is answered on every GET route
         assert r.headers["grpc-status"] == str(Code.UNIMPLEMENTED.number)
         assert_error(r, Code.UNIMPLEMENTED, 405)
 
