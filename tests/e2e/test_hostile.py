@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 import httpx
 import pytest
 import yaml
@@ -551,6 +554,46 @@ def test_a_malformed_chunked_body_is_not_an_exception_in_the_app(tmp_path: Path,
             sock.close()
         assert http_get(served, "/v1/pods").status_code == 200
         served.stop()
+    assert_no_traceback(served)
+
+
+def _leave_after_first_data(path: Path) -> None:
+    """A raw HTTP/2 client: ListPods, then the socket closed at the answer's first DATA frame.
+    It never widens the 64 KiB window, so the server is mid-send when the client goes."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", "/v1alpha1.Pods/ListPods")]
+    headers += [(":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers")]
+    connection.send_headers(1, headers)
+    connection.send_data(1, b"\x00\x00\x00\x00\x00", end_stream=True)  # an empty ListPodsRequest
+    with contextlib.closing(connect(path)) as sock:
+        sock.sendall(connection.data_to_send())
+        while data := sock.recv(65536):
+            events = connection.receive_data(data)
+            assert not any(isinstance(e, h2.events.StreamEnded) for e in events), events
+            if any(isinstance(e, h2.events.DataReceived) for e in events):
+                return
+            sock.sendall(connection.data_to_send())
+    raise AssertionError("the server closed the connection before answering")
+
+
+def test_clients_that_leave_mid_list_are_one_throttled_line(tmp_path: Path) -> None:
+    """grpc logged a two-record ExecuteBatchError traceback for nearly every client that left
+    while its ListPods answer was being sent (18 tracebacks for 20 such clients)."""
+    directory = tmp_path / "fixtures"
+    directory.mkdir()
+    for i in range(300):  # 300 pods of ~4 KB: an answer many times the client's window
+        pod = {"apiVersion": "v1", "kind": "Pod", **make_pod(f"pod-{i}", f"uid-{i}")}
+        pod["metadata"]["annotations"] = {"example.com/blob": "z" * 4000}  # type: ignore[index]
+        (directory / f"pod-{i}.yaml").write_text(yaml.safe_dump(pod))
+    with serving(tmp_path / "run", "--fixtures", str(directory), "--qps", "0") as served:
+        assert list_pods(served) == 300
+        for _ in range(20):
+            _leave_after_first_data(served.socket)
+        served.wait_for_line("a gRPC client went away before its answer was sent (/v1alpha1.Pods/ListPods)")
+        assert list_pods(served) == 300
+        served.stop()
+    assert "ExecuteBatchError" not in "".join(served.lines)
     assert_no_traceback(served)
 
 
