@@ -1,12 +1,15 @@
 // Command clientgo is a controller's pod informer, exactly as controllers build one: client-go's
 // SharedInformerFactory (reflector, watch-list, bookmarks, relist on 410) configured from a
-// kubeconfig with clientcmd. It reports, one JSON object per line on stdout, what the informer's
+// kubeconfig with clientcmd: the file -kubeconfig names (BuildConfigFromFlags), or without it
+// the default loading rules ($KUBECONFIG, then ~/.kube/config), as kubectl loads one. It reports,
+// one JSON object per line on stdout, the rest.Config the kubeconfig gave, what the informer's
 // handlers see and every HTTP exchange it makes; a line "store" on stdin prints the informer's
-// store, "quit" ends it.
+// store, "list" a List of every namespace's pods, "quit" ends it.
 package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,8 +21,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -89,17 +94,52 @@ func (e exchanges) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+func sorted(pods []podRecord) []podRecord {
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+	})
+	return pods
+}
+
+// load reads the kubeconfig as a controller does: the named file, or the default loading rules.
+func load(path string) (*rest.Config, error) {
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
+func list(client kubernetes.Interface) {
+	listed, err := client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		emit(map[string]any{"event": "error", "error": "list: " + err.Error()})
+		return
+	}
+	pods := []podRecord{}
+	for i := range listed.Items {
+		pods = append(pods, record(&listed.Items[i]))
+	}
+	emit(map[string]any{"event": "list", "pods": sorted(pods), "resourceVersion": listed.ResourceVersion})
+}
+
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig to read (clientcmd)")
+	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig to read (clientcmd); '' is the default loading rules")
 	contentType := flag.String("content-type", "", "rest.Config ContentType ('' is JSON)")
 	accept := flag.String("accept", "", "rest.Config AcceptContentTypes ('' is ContentType alone)")
 	flag.Parse()
 
-	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	config, err := load(*kubeconfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "clientgo: kubeconfig:", err)
 		os.Exit(2)
 	}
+	// What the kubeconfig made of the transport: the server, and whether TLS is verified.
+	emit(map[string]any{
+		"event": "config", "host": config.Host, "insecure": config.Insecure,
+		"caFile": config.CAFile, "hasCA": len(config.CAData) > 0 || config.CAFile != "",
+		"bearer": config.BearerToken != "" || config.BearerTokenFile != "",
+	})
 	config.ContentType = *contentType
 	config.AcceptContentTypes = *accept
 	config.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return exchanges{rt} }
@@ -141,10 +181,9 @@ func main() {
 			for _, obj := range informer.GetStore().List() {
 				pods = append(pods, record(obj.(*v1.Pod)))
 			}
-			sort.Slice(pods, func(i, j int) bool {
-				return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
-			})
-			emit(map[string]any{"event": "store", "pods": pods, "lastSyncResourceVersion": informer.LastSyncResourceVersion()})
+			emit(map[string]any{"event": "store", "pods": sorted(pods), "lastSyncResourceVersion": informer.LastSyncResourceVersion()})
+		case "list":
+			list(client)
 		case "quit":
 			close(stop)
 			factory.Shutdown()
