@@ -1,6 +1,7 @@
-"""`python -m bench [all|source|requests|lists|sse|fanout|memory|startup|starved|cli] [--quick] [--sweep]`:
-the workloads of BENCHMARKS.md (W1, W3-W7), each beside a floor measured in the same run; prints a
-table and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
+"""`python -m bench [WORKLOAD|all] [--quick] [--sweep]`, WORKLOAD one of source, requests, lists,
+sse, fanout, memory, startup, starved, cli, bridge: the workloads of BENCHMARKS.md (W1, W3-W7,
+the bridge), each beside a floor measured in the same run; prints a table and writes
+bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
 `--sweep` runs W4's rate sweep instead of its fixed rate."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from bench import cli, fanout, httpmetrics, memory, source, sse, workloads
+from bench import bridge, cli, fanout, httpmetrics, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -85,6 +86,12 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "busy": 2,
         },
     ),
+    # `--kubelet-socket` against the relay floor: 110 pods of ~5 KiB, 100 more watchers, the
+    # servers taking turns in 4 rounds (bench/bridge.py); ~1 minute. Quick: 2 changes a turn.
+    "bridge": (
+        {"pods": 110, "pod_kb": 5, "changes": 400, "watchers": 100},
+        {"pods": 20, "pod_kb": 2, "changes": 16, "watchers": 5},
+    ),
 }
 # W4's rate sweep (`fanout --sweep`), (full, quick): rates a factor of about sqrt(2) apart, 10 s
 # each, ours and the floor taking turns, until one of ours is cut off and the floor's p99
@@ -110,6 +117,7 @@ RUNNERS = {
     "sse": sse.run,
     "starved": fanout.starved,
     "cli": cli.run,
+    "bridge": bridge.run,
 }
 
 
@@ -191,6 +199,13 @@ def table(results: dict[str, Any]) -> list[str]:
         ):
             ours, floor = (float("nan") if v is None else v for v in (o[key], f[key]))
             row(name, key, ours, floor)
+    if "bridge" in results:
+        r = results["bridge"]
+        name = f"bridge {r['pods']} pods +{r['watchers']} w"
+        o, f = r["pods-api"], r["floor"]
+        for key in ("p50_ms", "p99_ms", "cpu_us_per_frame", "rss_mib", "peak_rss_mib"):
+            row(name, key, o[key], f[key])
+        row(name, "load average", r["load_average"])
     if "fanout_sweep" in results:
         r = results["fanout_sweep"]
         name = f"W4 sweep {r['grpc_watchers']}+{r['sse_watchers']} w {r['seconds']:g} s"
