@@ -67,7 +67,8 @@ def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
         return watch_frame(contract, EventType.INITIAL_SYNC_COMPLETE, None)
 
     # The name keys the shared frame cache: the two meanings of DELETED must not share frames.
-    return Encoding(f"grpc {contract.value}{' last-state' if last_state else ''}", event, synced)
+    name = f"grpc {contract.value}{' last-state' if last_state else ''}"
+    return Encoding(name, event, synced, carries_revision=False)
 
 
 class PodsService:

@@ -68,6 +68,12 @@ class View:
         """Whether a pod (its Kubernetes JSON) is in the view."""
         return self.selector is None or self.selector.matches(pod_json)
 
+    def shows(self, pod: _Pod) -> bool:
+        """Whether a pod is in the view. Its JSON is decoded (a new tree each time: ~18 µs for a
+        6 KiB pod) only when a selector needs it; a watch asks this of every event per watcher
+        that is behind, and most views have no selector."""
+        return self.selector is None or self.selector.matches(pod.json)
+
     def select(self, pods: Iterable[P]) -> list[P]:
         """The pods (PodVersions, in practice) in the view, in their order."""
         if self.selector is None:

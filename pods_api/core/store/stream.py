@@ -51,6 +51,10 @@ class Encoding:
     # Hand the whole start to the surface as one chunk (one write for SSE) rather than one
     # message per frame (gRPC, whose every message is a frame).
     join_start: bool = False
+    # Whether a frame carries the event's revision (an SSE id, a resourceVersion to resume
+    # from). One that does not (gRPC) shares the published event's frame with a watcher that is
+    # behind, where that watcher's coalesced event stands for that one event alone.
+    carries_revision: bool = True
 
 
 def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
@@ -58,16 +62,16 @@ def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
     kind, pod, previous = event.type, event.pod, event.previous
     if kind is EventType.DELETED and previous is not None:
         # Coalesced (core/store/watch.py): the client holds `previous`; shown if the view did.
-        if not view.contains(previous.json):
+        if not view.shows(previous):
             return None
-        return kind, (pod if view.contains(pod.json) else previous)
+        return kind, (pod if view.shows(pod) else previous)
     if kind is EventType.MODIFIED and previous is not None and view.selector is not None:
-        was, now = view.contains(previous.json), view.contains(pod.json)
+        was, now = view.shows(previous), view.shows(pod)
         if not now:
             return (EventType.DELETED, previous) if was else None
         if not was:
             return EventType.ADDED, pod
-    elif not view.contains(pod.json):
+    elif not view.shows(pod):
         return None
     if (
         kind is EventType.MODIFIED
@@ -129,9 +133,12 @@ class WatchStreams:
             shown = change(event, view)
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
+        revision = event.revision
         if event.coalesced:
-            return make()  # made for one watcher: its revision is that watcher's
-        return self._frames.get((event.revision, encoding.name, view.key), make)
+            if event.published_as is None or encoding.carries_revision:
+                return make()  # made for one watcher: its revision is that watcher's
+            revision = event.published_as
+        return self._frames.get((revision, encoding.name, view.key), make)
 
     def _delivered(self, event: PodEvent) -> None:
         self._on_delivery(time.monotonic() - event.published)

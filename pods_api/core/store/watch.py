@@ -56,7 +56,11 @@ class PodEvent:
     # client held (a view with a selector shows the DELETED only if that version was in it).
     previous: PodVersion | None
     published: float  # time.monotonic() when the cache published it (the newest, if coalesced)
-    coalesced: bool = False  # made for one watcher from several events of one pod
+    coalesced: bool = False  # made for one watcher from the events of one pod since it went over
+    # For a coalesced event that merged nothing (one event of its pod while the watcher was
+    # over): the revision that event was published at. Its frame is then that event's, for a
+    # surface whose frames do not carry the revision, and is shared with every other watcher.
+    published_as: int | None = None
 
     def held(self) -> int:
         """The bytes of pod encodings this event keeps alive (its pod and the one it replaces)."""
@@ -94,9 +98,10 @@ class TooManyWatchers(ResourceExhausted):
 class _Pending:
     """One pod's coalesced events: what the client held before them, and the newest."""
 
-    __slots__ = ("had", "held", "newest")
+    __slots__ = ("first", "had", "held", "newest")
 
     def __init__(self, event: PodEvent) -> None:
+        self.first = event
         self.had = event.type is not EventType.ADDED
         # The version the client holds: a DELETED's pod is the last version it saw.
         self.held = event.pod if event.type is EventType.DELETED else event.previous
@@ -113,7 +118,10 @@ class _Pending:
             kind, previous = EventType.ADDED, None
         else:
             kind, previous = (EventType.DELETED if gone else EventType.MODIFIED), self.held
-        return PodEvent(kind, newest.pod, revision, previous, newest.published, coalesced=True)
+        # Alone, it shows what the event it was made from shows (its type, pod and, for a view
+        # with a selector, the version the client held), so it may share that event's frame.
+        alone = newest.revision if newest is self.first else None
+        return PodEvent(kind, newest.pod, revision, previous, newest.published, True, alone)
 
 
 class Watcher:

@@ -170,6 +170,34 @@ async def test_a_watcher_that_falls_behind_gets_the_newest_version_and_is_not_cu
     watch.close()
 
 
+async def test_a_watcher_behind_gets_the_frame_every_watcher_got_of_a_pod_that_changed_once() -> None:
+    """Past its buffer, a watcher's event of a pod that changed once while it was behind is the
+    published event itself on gRPC (whose frames carry no revision): the same bytes as a
+    watcher that kept up got, made once for both. A frame that carries the revision keeps the
+    behind watcher's own (where it may resume from): the test above."""
+    cache, streams, _ = setup(capacity=1)
+    sink = cache.source("a")
+    grpc = watch_encoding(Contract.V1ALPHA1)
+    with streams.open(View.EVERYTHING) as behind, streams.open(View.EVERYTHING) as current:
+        behind_frames, current_frames = behind.frames(grpc), current.frames(grpc)
+        for frames in (behind_frames, current_frames):
+            await asyncio.wait_for(anext(frames), TIMEOUT)  # the start: the marker alone
+        kept_up = []
+        for uid, phase in (("1", "Running"), ("2", "Pending"), ("1", "Failed"), ("3", "Running")):
+            sink.upsert(pod(uid, phase))  # `behind` queues the first; the rest are coalesced
+            kept_up.append(await asyncio.wait_for(anext(current_frames), TIMEOUT))
+        got = [await asyncio.wait_for(anext(behind_frames), TIMEOUT) for _ in range(4)]
+    shown = [pods_v1alpha1_pb2.WatchPodsEvent.FromString(f) for f in got]
+    assert [(e.type, pod_from_bytes(e.pod)["metadata"]["uid"]) for e in shown] == [
+        (EventType.ADDED, "1"),
+        (EventType.ADDED, "2"),
+        (EventType.MODIFIED, "1"),  # pod 1's ADDED was queued; its MODIFIED alone is coalesced
+        (EventType.ADDED, "3"),
+    ]
+    assert all(mine is theirs for mine, theirs in zip(got, kept_up, strict=True))  # made once
+    assert cache.hub.coalesced == 0  # nothing was merged
+
+
 async def test_a_selector_turns_leaving_into_deleted_and_entering_into_added() -> None:
     cache, streams, _ = setup()
     sink = cache.source("a")
@@ -340,11 +368,13 @@ def _pb_frames(kind: EventType, version: PodVersion, view: View, revision: int |
     after=st.lists(_OPS, max_size=25),
     resume=st.booleans(),
     capacity=st.sampled_from([1, 3, 1000]),  # 1 and 3: a watcher behind gets events coalesced
+    shared=st.booleans(),  # frames that carry no revision: a behind watcher shares published ones
 )
 def test_a_client_applying_the_stream_holds_exactly_the_view(
-    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int
+    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int, shared: bool
 ) -> None:
-    encoding = Encoding("pb", _pb_frames, lambda revision, resumed: orjson.dumps(["SYNCED", resumed]))
+    synced = lambda revision, resumed: orjson.dumps(["SYNCED", resumed])  # noqa: E731
+    encoding = Encoding("pb", _pb_frames, synced, carries_revision=not shared)
 
     async def scenario() -> None:
         cache, streams, _ = setup(capacity=capacity)
