@@ -1,4 +1,10 @@
-"""Probes: `/healthz` and `/livez` (the process answers) and `/readyz` (every pod source has synced)."""
+"""Probes: `/healthz` and `/livez` (the process answers) and `/readyz` (every pod source has synced).
+
+A ready server whose sources warn (one stale: nothing applied from its upstream for longer than
+its resync) stays ready, as the kubelet keeps serving its last state while its upstream is away:
+its 200 says "ok" and then a line per warning, as gRPC's trailing metadata and `pods-api check`
+say them. Probes read the status only.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,11 @@ from pods_api.core.policy.calls import NOT_SYNCED_RETRY_AFTER
 from pods_api.gateway import openapi
 from pods_api.gateway.errors import Code, error_response
 from pods_api.gateway.params import known_parameters
+
+
+def warning_lines(warnings: dict[str, str]) -> str:
+    """A line per source with a warning: `warning: <source>: <text>`, in the order of names."""
+    return "".join(f"warning: {source}: {text}\n" for source, text in sorted(warnings.items()))
 
 
 def router(core: Core) -> APIRouter:
@@ -44,7 +55,7 @@ def router(core: Core) -> APIRouter:
     )
     async def readyz() -> Response:
         if core.cache.ready:
-            return PlainTextResponse("ok\n")
+            return PlainTextResponse("ok\n" + warning_lines(core.cache.warnings))
         waiting = [gate.name for gate in core.cache.gates if not gate.open]
         message = "not ready: waiting for " + (", ".join(waiting) if waiting else "a pod source")
         return error_response(Code.UNAVAILABLE, message, retry_after=NOT_SYNCED_RETRY_AFTER)

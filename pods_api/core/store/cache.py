@@ -60,6 +60,7 @@ class _Sink(Gate):
         super().__init__(cache.readiness, name)
         self._cache = cache
         self._thread = threading.get_ident()  # the event loop's, where sources are registered
+        self._warnings: dict[str, str] = {}  # key -> one thing clients should hear (`warn`)
 
     def _check_thread(self) -> None:
         """Sinks are called on the event loop's thread only: the cache takes no lock, so a call
@@ -69,6 +70,22 @@ class _Sink(Gate):
                 f"pod source {self.name} called its sink from another thread; sinks are called on "
                 "the event loop's thread only (use loop.call_soon_threadsafe)"
             )
+
+    def warn(self, warning: str | None, *, key: str = "") -> None:
+        """What a client should hear of this source besides its pods (an upstream that speaks
+        another version of the API than ours; pods that may be stale), or None once it no
+        longer holds. Each `key` is one such thing, so one clearing leaves the others. Surfaces
+        pass them on (`PodCache.warnings`, one text per source: gRPC trailing metadata that
+        `pods-api check` prints, and `/readyz`'s detail)."""
+        self._check_thread()
+        if warning is None:
+            self._warnings.pop(key, None)
+        else:
+            self._warnings[key] = warning
+        if self._warnings:
+            self._cache.warnings[self.name] = "; ".join(self._warnings[k] for k in sorted(self._warnings))
+        else:
+            self._cache.warnings.pop(self.name, None)
 
 
 class SourceSink(_Sink):
@@ -113,16 +130,6 @@ class SourceSink(_Sink):
         """The source has delivered its first complete state."""
         self._check_thread()
         self.set_open()
-
-    def warn(self, warning: str | None) -> None:
-        """What a client should hear of this source besides its pods (an upstream that speaks
-        another version of the API than ours), or None once it no longer holds. Surfaces pass
-        it on (`PodCache.warnings`: gRPC trailing metadata that `pods-api check` prints)."""
-        self._check_thread()
-        if warning is None:
-            self._cache.warnings.pop(self.name, None)
-        else:
-            self._cache.warnings[self.name] = warning
 
 
 class OverlaySink(_Sink):

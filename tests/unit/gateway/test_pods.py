@@ -369,6 +369,23 @@ async def test_readyz_lists_every_gate_not_yet_open(make_gateway: GatewayFactory
         assert (await gw.client.get("/readyz")).status_code == 200
 
 
+async def test_readyz_stays_200_and_says_each_source_warning_after_ok(make_gateway: GatewayFactory) -> None:
+    """A stale source serves its last pods: ready, with the warning clients also get over gRPC."""
+    async with make_gateway() as gw:
+        gw.sink.warn("stale: nothing applied from upstream since 2026-12-01T10:00:00Z", key="stale")
+        gw.sink.warn("upstream speaks another version")
+        ready = await gw.client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.text == (
+            "ok\nwarning: test: upstream speaks another version; "
+            "stale: nothing applied from upstream since 2026-12-01T10:00:00Z\n"
+        )
+        gw.sink.warn(None, key="stale")
+        assert (await gw.client.get("/readyz")).text == "ok\nwarning: test: upstream speaks another version\n"
+        gw.sink.warn(None)
+        assert (await gw.client.get("/readyz")).text == "ok\n"
+
+
 # -- rate limit ------------------------------------------------------------------------------
 
 
