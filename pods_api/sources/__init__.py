@@ -31,6 +31,7 @@ the server and the README's flag list take it from there.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from pods_api.core.store.source import ErrorCounter, Source, SourceContext, StatusOverlay
@@ -44,6 +45,7 @@ __all__ = [
     "SourceModule",
     "StatusOverlay",
     "configures_static_pods",
+    "connected_gauge",
 ]
 
 
@@ -53,6 +55,14 @@ class CanOverlay(Protocol):
     source: alone, every pod sandbox is a pod; beside others, it gives their pods' status)."""
 
     def as_overlay(self) -> StatusOverlay: ...
+
+
+def connected_gauge(context: SourceContext, name: str) -> Callable[[bool], None] | None:
+    """The source named `name`'s `pods_api_source_connected` gauge, from its context."""
+    on_connected = context.on_connected
+    if on_connected is None:
+        return None
+    return lambda connected: on_connected(name, connected)
 
 
 def configures_static_pods(source: Source) -> bool:

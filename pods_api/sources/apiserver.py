@@ -25,7 +25,7 @@ import os
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,8 +37,9 @@ from pods_api.core.api.codec import CodecError
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.loader import Reporter
+from pods_api.sources.staleness import ConnectedGauge, Staleness
 from pods_api.sources.staticpod import CONFIG_SEEN, CONFIG_SOURCE, rfc3339_nano
 
 if TYPE_CHECKING:
@@ -80,9 +81,6 @@ _HEAD_FIELDS = {
     name: re.compile(rb'"%s":"((?:[^"\\]|\\.){0,300})"' % name.encode())
     for name in ("type", "name", "namespace", "uid", "resourceVersion")
 }
-
-# Told whether the source currently has a working connection to the API server.
-ConnectedGauge = Callable[[bool], None]
 
 
 class APIServerError(Exception):
@@ -162,13 +160,9 @@ class APIServerSource:
         self.name = SOURCE_NAME
         self.node_name = node_name
         self._credentials = Credentials(kubeconfig, context)
-        self._on_connected = on_connected or (lambda connected: None)
         self._watch_timeout = watch_timeout
-        self._stale_after = stale_after
-        # When the source last knew it had everything the server had (a list, an event, a
-        # bookmark, a watch ended at its timeout); None before the first list.
-        self._current_at: float | None = None
-        self._stale = False
+        # Current at a list, an event, a bookmark, a watch ended at its timeout.
+        self._staleness = Staleness(self.name, stale_after=stale_after, on_connected=on_connected)
         self._connection = Reporter(self.name, on_error)  # the connection's state: one problem
         self._content = Reporter(self.name, on_error)  # pods that do not decode, and warnings
         self._server = "API server"  # its URL once the configuration is loaded
@@ -180,6 +174,10 @@ class APIServerSource:
         self._warnings: dict[str, str] = {}  # unknown field path -> one pod that had it
 
     async def run(self, sink: SourceSink) -> None:
+        with self._staleness.running(sink):
+            await self._run(sink)
+
+    async def _run(self, sink: SourceSink) -> None:
         failures = 0
         gone = False  # the last attempt ended in 410
         while True:
@@ -189,7 +187,7 @@ class APIServerSource:
                         await self._list(api, sink)
                     progressed = await self._watch(api, sink)
                 gone = False
-                self._current(sink)  # the server ended the watch: nothing more was there
+                self._staleness.current()  # the server ended the watch: nothing more was there
                 if progressed:  # a watch that ended on its timeout: resume at once
                     failures = 0
                     continue
@@ -207,39 +205,9 @@ class APIServerSource:
             except APIServerError as exc:
                 failures += 1
                 gone = False
-                self._on_connected(False)
                 self._connection.attempt_failed(str(exc))
-                self._check_stale(sink, str(exc))
+                self._staleness.failed(str(exc))
             await asyncio.sleep(self._backoff(failures))
-
-    def _current(self, sink: SourceSink) -> None:
-        """The source has everything the server had until now."""
-        self._current_at = time.monotonic()
-        if self._stale:
-            self._stale = False
-            sink.warn(None)
-            self._on_connected(True)
-            log.info("pod source %s: current again", self.name)
-
-    def _check_stale(self, sink: SourceSink, problem: str) -> None:
-        """Failing since it was last current, for longer than its resync: say so to clients
-        (`pods-api check`, gRPC trailers) and keep `pods_api_source_connected` at 0, instead of
-        serving old pods as if current (a watch that connected, then failed at one event,
-        flipped the gauge back to 1 on every retry)."""
-        if self._current_at is None:
-            return  # not ready yet: readiness says so
-        idle = time.monotonic() - self._current_at
-        if idle < self._stale_after:
-            return
-        if not self._stale:
-            log.warning(
-                "pod source %s: stale: nothing applied from %s for %.0f s", self.name, self._server, idle
-            )
-        self._stale = True
-        sink.warn(
-            f"stale: nothing applied from {self._server} for {idle:.0f} s (its resync is "
-            f"{self._stale_after:.0f} s): {problem}"
-        )
 
     def _backoff(self, failures: int) -> float:
         return min(MAX_RETRY, FIRST_RETRY * 2.0 ** (failures - 1)) * random.uniform(0.5, 1.0)
@@ -250,7 +218,7 @@ class APIServerSource:
         from kubernetes_asyncio import client as kube_client
 
         configuration = await self._credentials.configuration()
-        self._server = str(configuration.host)
+        self._server = self._staleness.upstream = str(configuration.host)
         api = kube_client.ApiClient(configuration)
         api.user_agent = f"pods-api/{__version__}"
         try:
@@ -301,7 +269,7 @@ class APIServerSource:
         self._report()
         sink.replace(pods.values())
         sink.mark_synced()
-        self._current(sink)
+        self._staleness.current()
 
     async def _get_pods(
         self, api: kube_client.CoreV1Api, limits: aiohttp.ClientTimeout, **query: Any
@@ -348,7 +316,7 @@ class APIServerSource:
                     self._event(line, sink)
                     progressed = True
                 if progressed:
-                    self._current(sink)
+                    self._staleness.current()
         return progressed
 
     def _too_large(self, head: bytes, size: int, sink: SourceSink) -> None:
@@ -466,8 +434,7 @@ class APIServerSource:
         self._content.report(self._bad.values(), unknown)
 
     def _connected(self) -> None:
-        if not self._stale:  # a stale source is reconnected once it applies something again
-            self._on_connected(True)
+        self._staleness.connected()  # a stale source is current once it applies something again
         self._connection.report([])
 
     # -- responses ------------------------------------------------------------------------------
@@ -600,13 +567,12 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
         return []
     if args.kubeconfig and not args.kubeconfig.is_file():
         raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
-    on_connected = context.on_connected
     return [
         APIServerSource(
             node_name=context.node_name,
             kubeconfig=args.kubeconfig,
             context=args.kube_context,
             on_error=context.on_error,
-            on_connected=(lambda up: on_connected(SOURCE_NAME, up)) if on_connected else None,
+            on_connected=connected_gauge(context, SOURCE_NAME),
         )
     ]

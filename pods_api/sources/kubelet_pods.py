@@ -29,7 +29,7 @@ import httpx
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.loader import (
     KUBELET_FORMAT,
     ManifestError,
@@ -39,7 +39,8 @@ from pods_api.sources.loader import (
     pod_objects,
     unique_pods,
 )
-from pods_api.sources.poller import Poller, PollError, parse_url, redacted
+from pods_api.sources.poller import FETCH_DEADLINE, Poller, PollError, parse_url, redacted
+from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +92,18 @@ class KubeletPodsSource:
         token: TokenFile | None = None,
         verify: ssl.SSLContext | bool = True,
         on_error: ErrorCounter | None = None,
+        on_connected: ConnectedGauge | None = None,
+        stale_after: float | None = None,
     ) -> None:
-        """Raises ValueError naming the flag for a URL that is not http(s)://host/..."""
+        """Raises ValueError naming the flag for a URL that is not http(s)://host/...
+        `stale_after`: its resync, by default two polls (the second given its deadline)."""
         self._poller = Poller(
             url, flag=FLAG, interval=interval, auth=token, verify=verify, max_bytes=MAX_PODLIST_BYTES
         )
-        self.name = f"kubelet-pods:{self._poller.shown}"
+        self.name = source_name(url)
+        resync = after_missed(interval, FETCH_DEADLINE) if stale_after is None else stale_after
+        self._staleness = Staleness(self.name, stale_after=resync, on_connected=on_connected)
+        self._staleness.upstream = self._poller.shown
         self._token = token
         self._reporter = Reporter(self.name, on_error)
         self._body: bytes | None = None  # the last body taken
@@ -105,7 +112,8 @@ class KubeletPodsSource:
         self._problems: tuple[list[str], list[str]] = ([], [])  # errors, warnings of that body
 
     async def run(self, sink: SourceSink) -> None:
-        await self._poller.run(lambda body: self._take(body, sink), self._failed)
+        with self._staleness.running(sink):
+            await self._poller.run(lambda body: self._take(body, sink), self._failed)
 
     def _failed(self, exc: PollError) -> None:
         if exc.status in _NOT_ALLOWED:
@@ -117,6 +125,7 @@ class KubeletPodsSource:
         else:
             message = str(exc)
         self._reporter.attempt_failed(f"{self.name}: {message}")
+        self._staleness.failed(message)
 
     def _take(self, body: bytes | None, sink: SourceSink) -> bool:
         """One poll's body (None: unchanged); whether it gave a complete state."""
@@ -125,12 +134,14 @@ class KubeletPodsSource:
                 objects = pod_objects(body, self.name, KUBELET_FORMAT)
             except ManifestError as exc:
                 self._reporter.report([str(exc)], self._problems[1])
+                self._staleness.failed(str(exc))
                 return False
             self._reconcile(objects)
             self._body = body
         self._reporter.report(*self._problems)
         sink.replace(self._pods.values())
         sink.mark_synced()
+        self._staleness.current()
         return True
 
     def _reconcile(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
@@ -222,9 +233,19 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
         # The kubelet's read-only port (http) has no auth, and a token must not go in the clear.
         raise ValueError(f"{FLAG} {redacted(parsed)}: TLS and token flags need an https:// URL")
     source = KubeletPodsSource(
-        url, interval=args.kubelet_pods_interval, token=token, verify=verify, on_error=context.on_error
+        url,
+        interval=args.kubelet_pods_interval,
+        token=token,
+        verify=verify,
+        on_error=context.on_error,
+        on_connected=connected_gauge(context, source_name(url)),
     )
     return [source]
+
+
+def source_name(url: str) -> str:
+    """The source's name for `url`, fit for logs and metric labels (no password, no query value)."""
+    return f"kubelet-pods:{redacted(parse_url(url, FLAG))}"
 
 
 def _verify(given: str, ca_file: Path | None, insecure: bool) -> ssl.SSLContext | bool:

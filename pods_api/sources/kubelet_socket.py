@@ -32,11 +32,17 @@ from pods_api.core.api.codec import CodecError
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
+from pods_api.sources.staleness import ConnectedGauge, Staleness
 
 log = logging.getLogger(__name__)
 
 FLAG = "--kubelet-socket"
+# Its resync: a synced watch is current however quiet it is; once the watch is down (or
+# reconnected but not synced again), this long. A kubelet restart takes its Pods API away
+# until the kubelet's own sources have synced, seconds on a healthy node, and the informer
+# retries at least every 5 s; an outage longer than this may have missed changes.
+STALE_AFTER = 30.0
 SOURCE_FLAGS: tuple[str, ...] = (f"{FLAG} PATH",)
 
 
@@ -53,7 +59,17 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
     socket: Path | None = args.kubelet_socket
     if socket is None:
         return []
-    return [KubeletSocketSource(socket, on_error=context.on_error, on_unknown_event=context.on_unknown_event)]
+    source = KubeletSocketSource(
+        socket,
+        on_error=context.on_error,
+        on_unknown_event=context.on_unknown_event,
+        on_connected=connected_gauge(context, source_name(socket)),
+    )
+    return [source]
+
+
+def source_name(socket: Path) -> str:
+    return f"kubelet:{socket}"
 
 
 class KubeletSocketSource:
@@ -63,9 +79,13 @@ class KubeletSocketSource:
         *,
         on_error: ErrorCounter | None = None,
         on_unknown_event: Callable[[str, int], None] | None = None,
+        on_connected: ConnectedGauge | None = None,
+        stale_after: float = STALE_AFTER,
     ) -> None:
-        self.name = f"kubelet:{socket}"
+        self.name = source_name(socket)
         self.socket = socket
+        self._staleness = Staleness(self.name, stale_after=stale_after, on_connected=on_connected)
+        self._staleness.upstream = str(socket)
         self._on_error = on_error
         self._on_unknown_event = on_unknown_event
         self._sink: SourceSink | None = None
@@ -80,11 +100,12 @@ class KubeletSocketSource:
         # Each run's first snapshot goes in whole (`replace`), so a run restarted by the
         # supervisor drops what vanished meanwhile; the cache diffs it into real changes only.
         self._first = {}
-        async with Client(self.socket) as client:
-            informer = Informer(client, on_unknown=self._on_unknown)
-            informer.add_handler(self._on_event)
-            informer.on_state(self._on_state)
-            await informer.run()
+        with self._staleness.running(sink):
+            async with Client(self.socket) as client:
+                informer = Informer(client, on_unknown=self._on_unknown)
+                informer.add_handler(self._on_event)
+                informer.on_state(self._on_state)
+                await informer.run()
 
     def _on_unknown(self, number: int) -> None:
         self._unknown[number] += 1
@@ -135,9 +156,11 @@ class KubeletSocketSource:
     def _on_state(self, state: State, error: PodsAPIError | None) -> None:
         if state is State.READY:
             log.info("%s: upstream synced", self.name)
+            self._staleness.current(live=True)  # its watch is current however quiet it is
         else:
             why = error.message if error is not None else ""
             log.warning("%s: upstream %s: %s; retrying", self.name, state.value, why)
+            self._staleness.failed(f"upstream {state.value}: {why}")
             # Counted once per new failure, not per retry: pods_api_source_errors_total{source}
             # tells operators the upstream is down, refusing or not ready.
             if self._on_error is not None:

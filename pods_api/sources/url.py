@@ -20,9 +20,17 @@ from pathlib import Path
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.loader import MANIFEST_URL_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
-from pods_api.sources.poller import Poller, PollError, credentials_in, read_header_files, shown_url
+from pods_api.sources.poller import (
+    FETCH_DEADLINE,
+    Poller,
+    PollError,
+    credentials_in,
+    read_header_files,
+    shown_url,
+)
+from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 from pods_api.sources.staticpod import StaticPodRules
 
 log = logging.getLogger(__name__)
@@ -44,10 +52,16 @@ class ManifestURLSource:
         header_files: Sequence[tuple[str, Path]] = (),
         interval: float = DEFAULT_INTERVAL,
         on_error: ErrorCounter | None = None,
+        on_connected: ConnectedGauge | None = None,
+        stale_after: float | None = None,
     ) -> None:
+        """`stale_after`: its resync, by default two polls (the second given its deadline)."""
         self._poller = Poller(url, flag=FLAG, interval=interval, headers=headers, header_files=header_files)
         self.url = url  # as given: part of generated uids, as with the kubelet
         self.name = url_source_name(url)
+        resync = after_missed(interval, FETCH_DEADLINE) if stale_after is None else stale_after
+        self._staleness = Staleness(self.name, stale_after=resync, on_connected=on_connected)
+        self._staleness.upstream = self._poller.shown
         self._rules = StaticPodRules(node_name, config_source="http")
         self._reporter = Reporter(self.name, on_error)
         self._body: bytes | None = None  # the last good body
@@ -66,8 +80,10 @@ class ManifestURLSource:
 
         def failed(exc: PollError) -> None:
             self._reporter.attempt_failed(f"{self.name}: {exc}")
+            self._staleness.failed(str(exc))
 
-        await self._poller.run(lambda body: self._take(body, sink), failed)
+        with self._staleness.running(sink):
+            await self._poller.run(lambda body: self._take(body, sink), failed)
 
     def _take(self, body: bytes | None, sink: SourceSink) -> bool:
         """One fetched body (None: unchanged); whether it gave a complete state."""
@@ -77,6 +93,7 @@ class ManifestURLSource:
                 pods, duplicates = self._decode(body, warnings)
             except ManifestError as exc:
                 self._reporter.report([str(exc)], self._problems[1])
+                self._staleness.failed(str(exc))
                 return False
             self._body, self._pods, self._problems = body, pods, (duplicates, warnings)
             self._rules.retain({pod.uid for pod in pods})
@@ -85,6 +102,7 @@ class ManifestURLSource:
         # refused earlier because another source held its uid, once that uid is free.
         sink.replace(self._pods)
         sink.mark_synced()
+        self._staleness.current()
         return True
 
     def _decode(self, body: bytes, warnings: list[str]) -> tuple[list[PodVersion], list[str]]:
@@ -163,6 +181,7 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
             header_files=args.manifest_url_header_file,
             interval=args.manifest_url_interval,
             on_error=context.on_error,
+            on_connected=connected_gauge(context, url_source_name(url)),
         )
         for url in args.manifest_url
     ]

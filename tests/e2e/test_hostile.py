@@ -6,6 +6,7 @@ requests. Each test is a way to break the server that an outside fault driver fo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import grp
 import os
@@ -30,6 +31,7 @@ import yaml
 from builders import make_pod
 from released import ADDED, SYNCED
 from serve import PODS_API, TIMEOUT, Served, serving, start
+from servers import ManifestServer
 
 from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import (
@@ -1012,3 +1014,64 @@ def test_an_sse_client_stalled_past_the_send_timeout_still_gets_its_final_error(
     assert "it could not be told" not in "".join(served.lines)
     assert_no_traceback(served)
     assert "ASGI callable returned without completing response" not in "".join(served.lines)
+
+
+# -- a source that cannot move on ------------------------------------------------------------------
+
+
+def _check(served: Served) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PODS_API, "check", "--socket", str(served.socket)], capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
+def _connected(served: Served, source: str) -> str:
+    """pods_api_source_connected{source} as /metrics shows it."""
+    for line in http_get(served, "/metrics").text.splitlines():
+        if line.startswith(f'pods_api_source_connected{{source="{source}"}} '):
+            return line.rsplit(" ", 1)[1]
+    raise AssertionError(f"no pods_api_source_connected for {source}")
+
+
+async def test_a_source_past_its_resync_says_it_is_stale_in_check_metrics_and_readyz(tmp_path: Path) -> None:
+    """A manifest URL that answers garbage: the source keeps its last good pods, as it did, but
+    no longer as if they were current (it said nothing: SERVING, no warning, the gauge absent)."""
+    server = ManifestServer()
+    server.serve(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, **_SPEC}))
+    server.start()
+    name = f"url:{server.url}"
+    args = ("--manifest-url", server.url, "--manifest-url-interval", "0.1", "--node-name", "node-1")
+    try:
+        with serving(tmp_path / "run", *args) as served:
+            assert _connected(served, name) == "1.0"
+            assert "warning" not in (await asyncio.to_thread(_check, served)).stdout
+            server.serve("kind: [not, a, pod")
+            # Its resync: two polls, the second given its 10 s deadline.
+            await asyncio.to_thread(served.wait_for_line, f"pod source {name}: stale:", 3 * TIMEOUT)
+            check = await asyncio.to_thread(_check, served)
+            assert check.returncode == 0, check.stdout + check.stderr
+            report = dict(line.split(": ", 1) for line in check.stdout.splitlines())
+            assert report["ready"].strip() == "yes" and report["pods"].strip() == "1"
+            warning = f"{name}: stale: nothing applied from {server.url} since "
+            assert report["warning"].strip().startswith(warning), check.stdout
+            assert "(its resync is 10.2 s)" in report["warning"] and "not valid YAML" in report["warning"]
+            assert _connected(served, name) == "0.0"
+            readyz = http_get(served, "/readyz")
+            assert readyz.status_code == 200 and readyz.text.startswith(f"ok\nwarning: {warning}")
+            assert [p["metadata"]["name"] for p in http_get(served, "/v1/pods").json()["items"]] == [
+                "web-node-1"
+            ]
+
+            server.serve(
+                yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db"}, **_SPEC})
+            )
+            await asyncio.to_thread(served.wait_for_line, f"pod source {name}: current again")
+            assert http_get(served, "/readyz").text == "ok\n" and _connected(served, name) == "1.0"
+            assert [p["metadata"]["name"] for p in http_get(served, "/v1/pods").json()["items"]] == [
+                "db-node-1"
+            ]
+    finally:
+        server.stop()
+
+
+_SPEC = {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}

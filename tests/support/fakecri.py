@@ -25,6 +25,8 @@ class FakeRuntime(cri_grpc.RuntimeServiceServicer):  # type: ignore[misc]
         self.events = events
         self.subscribers: list[asyncio.Queue[cri.ContainerEventResponse]] = []
         self.subscribed = asyncio.Event()
+        # Else: every relist (ListPodSandbox) is refused with this code, the connection still up.
+        self.failing: grpc.StatusCode | None = None
         now = time.time_ns()
         self.sandboxes: dict[str, cri.PodSandboxStatus] = {}
         self.containers: dict[str, cri.ContainerStatus] = {}
@@ -93,6 +95,8 @@ class FakeRuntime(cri_grpc.RuntimeServiceServicer):  # type: ignore[misc]
         )
 
     async def ListPodSandbox(self, request: Any, context: Any) -> cri.ListPodSandboxResponse:
+        if self.failing is not None:
+            await context.abort(self.failing, "the runtime is failing (a test asked it to)")
         items = [
             cri.PodSandbox(
                 id=s.id, metadata=s.metadata, state=s.state, created_at=s.created_at, labels=s.labels

@@ -22,6 +22,9 @@ class KubeletServer:
         self.path = path
         self.pods = dict(pods)  # uid -> v1.Pod bytes
         self.lists = 0
+        # While true, a new watch sends its pods but never INITIAL_SYNC_COMPLETE: an upstream
+        # that answers yet never syncs (a kubelet whose own sources are stuck).
+        self.hold_sync = False
         self._watches: set[asyncio.Queue[bytes]] = set()
         self._server: grpc.aio.Server | None = None
 
@@ -65,6 +68,8 @@ class KubeletServer:
             try:
                 for pod in list(self.pods.values()):
                     yield pb.WatchPodsEvent(type=ADDED, pod=pod).SerializeToString()  # type: ignore[arg-type]
+                if self.hold_sync:
+                    await asyncio.Event().wait()  # until the watch is cancelled
                 yield pb.WatchPodsEvent(type=SYNCED).SerializeToString()  # type: ignore[arg-type]
                 while True:
                     yield await queue.get()

@@ -55,7 +55,10 @@ class Metrics:
         )
         self.source_connected = Gauge(
             "pods_api_source_connected",
-            "1 while a pod source that talks to a server (the API server) has a working connection.",
+            "1 while a pod source with an upstream (the API server, a manifest URL, the kubelet's "
+            "/pods or Pods API, the container runtime) has a working connection and is current; 0 "
+            "while it fails, or once it has applied nothing for longer than its resync (stale: "
+            "its last good pods stay served, and clients are warned).",
             ("source",),
             registry=r,
         )

@@ -55,9 +55,10 @@ from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.identity import CONFIG_SOURCE, STATIC_CONFIG_SOURCES
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.cri import status as cristatus
 from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
+from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 
 log = logging.getLogger(__name__)
 
@@ -393,6 +394,8 @@ def standalone_pod(
 class _Sink(Protocol):
     def mark_synced(self) -> None: ...
 
+    def warn(self, warning: str | None, *, key: str = "") -> None: ...
+
 
 class StatusSink(Protocol):
     """Where the overlay writes (the cache's overlay sink): statuses for pods others own."""
@@ -404,6 +407,8 @@ class StatusSink(Protocol):
     def pod(self, uid: str) -> PodVersion | None: ...
 
     def mark_synced(self) -> None: ...
+
+    def warn(self, warning: str | None, *, key: str = "") -> None: ...
 
 
 S = TypeVar("S", bound=_Sink)
@@ -422,19 +427,30 @@ class _RuntimeFollower(Generic[S]):
         on_error: ErrorCounter | None = None,
         clock: Callable[[], int] = time.time_ns,
         node_ips: Sequence[str] = (),
+        on_connected: ConnectedGauge | None = None,
+        stale_after: float | None = None,
     ) -> None:
+        """`stale_after`: its resync, by default two relists (the second given a call's deadline)."""
         self.socket = socket
-        self.name = f"cri:{socket}"
+        self.name = source_name(socket)
         self._relist = relist
         self._follow_events = follow_events
         self._on_error = on_error
         self._clock = clock
         self._node_ips = tuple(node_ips)
+        self._on_connected = on_connected
+        self._stale_after = after_missed(relist, CALL_TIMEOUT) if stale_after is None else stale_after
+        self._staleness = Staleness(self.name, stale_after=self._stale_after, on_connected=on_connected)
+        self._staleness.upstream = f"the runtime at {socket}"
 
     def publish(self, sink: S, view: RuntimeView) -> None:
         raise NotImplementedError
 
     async def run(self, sink: S) -> None:
+        with self._staleness.running(sink):
+            await self._run(sink)
+
+    async def _run(self, sink: S) -> None:
         failures = 0
         while True:
             try:
@@ -443,6 +459,7 @@ class _RuntimeFollower(Generic[S]):
                 failures += 1
                 reason = f"{exc.code().name}: {exc.details()}"
                 self._report(f"{self.name}: runtime call failed ({reason}); keeping the last state served")
+                self._staleness.failed(f"runtime call failed ({reason})")
             delay = min(MAX_RETRY, FIRST_RETRY * 2.0 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
             await asyncio.sleep(delay)
 
@@ -474,6 +491,7 @@ class _RuntimeFollower(Generic[S]):
                     view = await reader.relist()
                     self.publish(sink, view)
                     sink.mark_synced()
+                    self._staleness.current()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), self._relist)
             finally:
@@ -506,6 +524,8 @@ class CRISource(_RuntimeFollower[SourceSink]):
             on_error=self._on_error,
             clock=self._clock,
             node_ips=self._node_ips,
+            on_connected=self._on_connected,
+            stale_after=self._stale_after,
         )
 
     def publish(self, sink: SourceSink, view: RuntimeView) -> None:
@@ -709,5 +729,10 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
             relist=args.cri_relist,
             on_error=context.on_error,
             node_ips=args.node_ip,
+            on_connected=connected_gauge(context, source_name(args.cri_socket)),
         )
     ]
+
+
+def source_name(socket: Path) -> str:
+    return f"cri:{socket}"
