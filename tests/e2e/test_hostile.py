@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
+import json
 import os
 import shutil
 import signal
@@ -1033,45 +1034,69 @@ def _connected(served: Served, source: str) -> str:
     raise AssertionError(f"no pods_api_source_connected for {source}")
 
 
-async def test_a_source_past_its_resync_says_it_is_stale_in_check_metrics_and_readyz(tmp_path: Path) -> None:
-    """A manifest URL that answers garbage: the source keeps its last good pods, as it did, but
-    no longer as if they were current (it said nothing: SERVING, no warning, the gauge absent)."""
-    server = ManifestServer()
-    server.serve(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, **_SPEC}))
-    server.start()
-    name = f"url:{server.url}"
-    args = ("--manifest-url", server.url, "--manifest-url-interval", "0.1", "--node-name", "node-1")
+def _static_pod(name: str) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, **_SPEC})
+
+
+def _kubelet_pods(*names: str) -> str:
+    pods = [{"metadata": {"name": n, "namespace": "default", "uid": f"uid-{n}"}, **_SPEC} for n in names]
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+
+
+def _names(served: Served) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in http_get(served, "/v1/pods").json()["items"])
+
+
+async def test_sources_past_their_resync_say_they_are_stale_in_check_metrics_and_readyz(
+    tmp_path: Path,
+) -> None:
+    """A manifest URL that answers garbage and a kubelet's /pods that answers 500: each keeps its
+    last good pods, as before, but no longer as if they were current (they said nothing:
+    SERVING, no warning, no gauge)."""
+    url, kubelet = ManifestServer(), ManifestServer()
+    url.serve(_static_pod("web"))
+    kubelet.serve(_kubelet_pods("cache"))
+    url.start()
+    kubelet.start()
+    sources = {f"url:{url.url}": url, f"kubelet-pods:{kubelet.url}": kubelet}
+    args = ("--manifest-url", url.url, "--manifest-url-interval", "0.1", "--node-name", "node-1")
+    args += ("--kubelet-pods-url", kubelet.url, "--kubelet-pods-interval", "0.1")
     try:
         with serving(tmp_path / "run", *args) as served:
-            assert _connected(served, name) == "1.0"
+            assert [_connected(served, name) for name in sources] == ["1.0", "1.0"]
             assert "warning" not in (await asyncio.to_thread(_check, served)).stdout
-            server.serve("kind: [not, a, pod")
-            # Its resync: two polls, the second given its 10 s deadline.
-            await asyncio.to_thread(served.wait_for_line, f"pod source {name}: stale:", 3 * TIMEOUT)
+            url.serve("kind: [not, a, pod")
+            kubelet.serve("", status=500)
+            for name in sources:  # each resync: two polls, the second given its 10 s deadline
+                await asyncio.to_thread(served.wait_for_line, f"pod source {name}: stale:", 3 * TIMEOUT)
             check = await asyncio.to_thread(_check, served)
             assert check.returncode == 0, check.stdout + check.stderr
-            report = dict(line.split(": ", 1) for line in check.stdout.splitlines())
-            assert report["ready"].strip() == "yes" and report["pods"].strip() == "1"
-            warning = f"{name}: stale: nothing applied from {server.url} since "
-            assert report["warning"].strip().startswith(warning), check.stdout
-            assert "(its resync is 10.2 s)" in report["warning"] and "not valid YAML" in report["warning"]
-            assert _connected(served, name) == "0.0"
+            lines = [line.split(": ", 1) for line in check.stdout.splitlines()]
+            report = dict(lines)
+            assert report["ready"].strip() == "yes" and report["pods"].strip() == "2"
+            warnings = [value.strip() for key, value in lines if key == "warning"]
+            assert len(warnings) == 2, check.stdout
+            for warning, (name, server), problem in zip(
+                sorted(warnings), sorted(sources.items()), ("HTTP 500", "not valid YAML"), strict=True
+            ):
+                assert warning.startswith(f"{name}: stale: nothing applied from {server.url} since ")
+                assert "(its resync is 10.2 s)" in warning and problem in warning
+                assert _connected(served, name) == "0.0"
             readyz = http_get(served, "/readyz")
-            assert readyz.status_code == 200 and readyz.text.startswith(f"ok\nwarning: {warning}")
-            assert [p["metadata"]["name"] for p in http_get(served, "/v1/pods").json()["items"]] == [
-                "web-node-1"
-            ]
+            assert readyz.status_code == 200
+            assert readyz.text == "ok\n" + "".join(f"warning: {w}\n" for w in sorted(warnings))
+            assert _names(served) == ["cache", "web-node-1"]  # the last good pods
 
-            server.serve(
-                yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db"}, **_SPEC})
-            )
-            await asyncio.to_thread(served.wait_for_line, f"pod source {name}: current again")
-            assert http_get(served, "/readyz").text == "ok\n" and _connected(served, name) == "1.0"
-            assert [p["metadata"]["name"] for p in http_get(served, "/v1/pods").json()["items"]] == [
-                "db-node-1"
-            ]
+            url.serve(_static_pod("db"))
+            kubelet.serve(_kubelet_pods("cache", "queue"))
+            for name in sources:
+                await asyncio.to_thread(served.wait_for_line, f"pod source {name}: current again")
+            assert http_get(served, "/readyz").text == "ok\n"
+            assert [_connected(served, name) for name in sources] == ["1.0", "1.0"]
+            assert _names(served) == ["cache", "db-node-1", "queue"]
     finally:
-        server.stop()
+        url.stop()
+        kubelet.stop()
 
 
 _SPEC = {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}

@@ -337,3 +337,35 @@ async def test_a_runtime_that_is_gone_is_stale_until_it_is_back(
         await current(harness, said, source)
     finally:
         await server.stop(0)
+
+
+async def test_the_runtime_as_a_status_overlay_is_stale_too(
+    runtime: FakeRuntime, harness: Harness, said: Said, tmp_path: Path
+) -> None:
+    """Beside a source that owns the pods, the runtime gives their status: old statuses are as
+    stale as old pods, and say so under the overlay's name."""
+    server = await start(runtime, tmp_path / "cri.sock")
+    try:
+        gauge = Gauge()
+        overlay = CRISource(
+            tmp_path / "cri.sock",
+            node_name="node-1",
+            relist=PERIOD,
+            follow_events=False,
+            on_error=harness.on_error,
+            on_connected=gauge,
+            stale_after=STALE_AFTER,
+        ).as_overlay()
+        harness.tasks.append(asyncio.create_task(overlay.run(harness.cache.overlay(overlay.name))))
+        await harness.synced()
+        assert gauge.told == [True]
+
+        runtime.failing = grpc.StatusCode.UNAVAILABLE
+        assert "runtime call failed (UNAVAILABLE" in await stale(harness, said, overlay)
+        assert gauge.value is False
+
+        runtime.failing = None
+        await current(harness, said, overlay)
+        assert gauge.value is True
+    finally:
+        await server.stop(0)
