@@ -14,13 +14,21 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pods_api.client import kubeconfig
 from pods_api.client.defaults import KUBELET_SOCKET
-from pods_api.client.errors import NotFound, NotReady, PodsAPIError, RateLimited, Unimplemented, Unreachable
+from pods_api.client.errors import (
+    InvalidArgument,
+    NotFound,
+    NotReady,
+    PodsAPIError,
+    RateLimited,
+    Unimplemented,
+    Unreachable,
+)
 from pods_api.client.exitcodes import HELP, Exit, for_error
 from pods_api.client.formats import FORMATS, Format
 from pods_api.core.argtypes import positive
@@ -225,14 +233,16 @@ async def _retrying(args: argparse.Namespace, client: Client, call: Callable[[],
     """call(), and with --wait again after NotReady or RateLimited until --timeout has passed;
     each attempt's deadline is what is left of it."""
     deadline = time.monotonic() + args.timeout
-    from pods_api.client.informer import Backoff
-
-    delays = Backoff(**WAIT_BACKOFF).delays()
+    delays: Iterator[float] | None = None
     while True:
         client.timeout = max(deadline - time.monotonic(), 0.001)
         try:
             return await call()
         except (NotReady, RateLimited):
+            if delays is None:  # the informer's module (and the codec it loads) only on a retry
+                from pods_api.client.informer import Backoff
+
+                delays = Backoff(**WAIT_BACKOFF).delays()
             delay = next(delays)
             if not args.wait or time.monotonic() + delay >= deadline:
                 raise
@@ -258,11 +268,13 @@ def _output(value: str) -> Any:
 def _rendered(render: Callable[[], str]) -> int:
     """Print what `render` makes; a template that fails on these pods (an index out of range, a
     comparison of a string with a number) prints nothing, as kubectl, and exits 1."""
-    from pods_api.client.jsonpath import JSONPathError
-
     try:
         text = render()
-    except JSONPathError as error:
+    except ValueError as error:
+        # Only a template (whose module -o loaded) raises JSONPathError: a table need not load it.
+        jsonpath = sys.modules.get("pods_api.client.jsonpath")
+        if jsonpath is None or not isinstance(error, jsonpath.JSONPathError):
+            raise
         print(f"pods-api get: error executing the template: {error}", file=sys.stderr)
         return Exit.ERROR
     _print(text)
@@ -287,7 +299,6 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 
 async def _get(args: argparse.Namespace) -> int:
-    from pods_api.client.output import render_pod, render_pods
     from pods_api.core.api.printer import POD_FIELDS
 
     fmt: Format | Printer = args.output
@@ -295,37 +306,48 @@ async def _get(args: argparse.Namespace) -> int:
     if wrong is not None:
         print(f"pods-api get: {wrong}", file=sys.stderr)
         return Exit.USAGE
-    if args.fields is None and fmt in ("table", "wide"):
-        # A table shows a few fields: the server sends (and we decode) only those, a third of
-        # each pod; decoding whole pods was most of a 1,000-pod table's time.
-        args.fields = POD_FIELDS
-    selected = {"label_selector": args.selector, "field_selector": args.field_selector}
+    if args.all_namespaces:
+        args.namespace = None  # -A over -n, as kubectl
+    # A table shows a few fields: the server sends (and we decode) only those, a third of each
+    # pod. That mask is ours, not the user's, so it may save work but never change an answer:
+    # a server that refuses it (INVALID_ARGUMENT: a Pod without a field the printer reads) is
+    # asked again without it.
+    own_mask = args.fields is None and fmt in ("table", "wide")
     async with _client(args) as client:
-        if args.all_namespaces:
-            args.namespace = None  # -A over -n, as kubectl
-        if args.namespace is not None and args.uid is not None:  # -n NAMESPACE NAME: by name
-            namespace, name = args.namespace, args.uid
-            found = await _retrying(
-                args,
-                client,
-                lambda: client.lookup(namespace=namespace, name=name, fields=args.fields, **selected),
-            )
-            if not found:
-                raise NotFound(args.socket, f"pod {namespace}/{name} not found")
-            return _rendered(lambda: render_pod(found[0].pod, fmt, datetime.now(UTC)))
-        if args.uid is not None:
-            uid: str = args.uid
-            pod = await _retrying(args, client, lambda: client.get(uid, fields=args.fields))
-            return _rendered(lambda: render_pod(pod, fmt, datetime.now(UTC)))
-        pods: list[Pod]
-        if args.container_id is not None or args.pod_ip is not None:
-            key = {"container_id": args.container_id, "pod_ip": args.pod_ip}
-            matches = await _retrying(
-                args, client, lambda: client.lookup(**key, fields=args.fields, **selected)
-            )
-            pods = [match.pod for match in matches]
-        else:
-            pods = await _retrying(args, client, lambda: client.list(args.fields, **selected))
+        if not own_mask:
+            return await _got(args, client, fmt, args.fields)
+        try:
+            return await _got(args, client, fmt, POD_FIELDS)
+        except InvalidArgument:
+            return await _got(args, client, fmt, None)
+
+
+async def _got(args: argparse.Namespace, client: Client, fmt: Format | Printer, fields: str | None) -> int:
+    """Fetch what `get`'s arguments name, with this mask, and print it."""
+    from pods_api.client.output import render_pod, render_pods
+
+    selected = {"label_selector": args.selector, "field_selector": args.field_selector}
+    if args.namespace is not None and args.uid is not None:  # -n NAMESPACE NAME: by name
+        namespace, name = args.namespace, args.uid
+        found = await _retrying(
+            args,
+            client,
+            lambda: client.lookup(namespace=namespace, name=name, fields=fields, **selected),
+        )
+        if not found:
+            raise NotFound(args.socket, f"pod {namespace}/{name} not found")
+        return _rendered(lambda: render_pod(found[0].pod, fmt, datetime.now(UTC)))
+    if args.uid is not None:
+        uid: str = args.uid
+        pod = await _retrying(args, client, lambda: client.get(uid, fields=fields))
+        return _rendered(lambda: render_pod(pod, fmt, datetime.now(UTC)))
+    pods: list[Pod]
+    if args.container_id is not None or args.pod_ip is not None:
+        key = {"container_id": args.container_id, "pod_ip": args.pod_ip}
+        matches = await _retrying(args, client, lambda: client.lookup(**key, fields=fields, **selected))
+        pods = [match.pod for match in matches]
+    else:
+        pods = await _retrying(args, client, lambda: client.list(fields, **selected))
     # -n filters here, not with a field selector: a kubelet's socket serves no selectors.
     return _rendered(lambda: render_pods(pods, fmt, datetime.now(UTC), namespace=args.namespace))
 

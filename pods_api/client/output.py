@@ -16,14 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pods_api.client.client import EventType, WatchEvent
 from pods_api.client.formats import Format
 from pods_api.client.gojson import go_json
-from pods_api.client.jsonpath import CustomColumnsPrinter, JSONPathPrinter, Printer
 from pods_api.client.pod import Pod
+from pods_api.core.api.messageview import pod_view
 from pods_api.core.api.printer import POD_COLUMNS, pod_row, pod_text_table
+
+if TYPE_CHECKING:  # a template's printer is parsed (and its module loaded) only for -o jsonpath=...
+    from pods_api.client.jsonpath import Printer
 
 
 def sorted_pods(pods: Iterable[Pod]) -> list[Pod]:
@@ -54,12 +57,12 @@ def render_pods(
     """`pods-api get pods`: every pod, sorted, in one format; with `namespace` (`-n`), only that
     namespace's, and the table without its NAMESPACE column, as kubectl prints them."""
     pods = sorted_pods(p for p in pods if namespace is None or p.namespace == namespace)
-    if isinstance(fmt, JSONPathPrinter):
-        return fmt.render(pod_list_object(pods))
-    if isinstance(fmt, CustomColumnsPrinter):
-        return fmt.render([pod_object(p) for p in pods])
+    if not isinstance(fmt, str):
+        return _templated(fmt, pods, pod_list_object(pods))
     if fmt in ("table", "wide"):
-        objects = [p.json() for p in pods]
+        # The printer reads a few fields of each message: rendering whole pods to JSON dicts
+        # first was most of a 1,000-pod table's time.
+        objects = [pod_view(p.message) for p in pods]
         return pod_text_table(objects, now, wide=fmt == "wide", with_namespace=namespace is None)
     if fmt == "json":
         return go_json(pod_list_object(pods)) + "\n"
@@ -70,17 +73,25 @@ def render_pods(
 
 def render_pod(pod: Pod, fmt: Format | Printer, now: datetime) -> str:
     """`pods-api get pod UID`: one pod; the table keeps the NAMESPACE column (a UID does not say it)."""
-    if isinstance(fmt, JSONPathPrinter):
-        return fmt.render(pod_object(pod))
-    if isinstance(fmt, CustomColumnsPrinter):
-        return fmt.render([pod_object(pod)])
+    if not isinstance(fmt, str):
+        return _templated(fmt, [pod], pod_object(pod))
     if fmt in ("table", "wide"):
-        return pod_text_table([pod.json()], now, wide=fmt == "wide", with_namespace=True)
+        return pod_text_table([pod_view(pod.message)], now, wide=fmt == "wide", with_namespace=True)
     if fmt == "json":
         return go_json(pod_object(pod)) + "\n"
     if fmt == "yaml":
         return go_yaml(pod_object(pod))
     return f"pod/{pod.name}\n"
+
+
+def _templated(printer: Printer, pods: Sequence[Pod], obj: dict[str, Any]) -> str:
+    """A jsonpath template runs on the object (the PodList, or the one pod); custom columns
+    print a row per pod."""
+    from pods_api.client.jsonpath import JSONPathPrinter
+
+    if isinstance(printer, JSONPathPrinter):
+        return printer.render(obj)
+    return printer.render([pod_object(p) for p in pods])
 
 
 def _event_json(kind: str, pod: Pod | None) -> str:
@@ -122,7 +133,7 @@ class EventPrinter:
             return kind + ("" if event.pod is None else f" pod/{event.pod.name}") + "\n"
         if event.pod is None:
             return self.flush() if event.type is EventType.INITIAL_SYNC_COMPLETE else ""
-        row = pod_row(event.pod.json(), now)
+        row = pod_row(pod_view(event.pod.message), now)
         cells = [kind, row.namespace, *row.cells(wide=self.fmt == "wide")]
         if self._pending is not None and event.type is EventType.ADDED:
             self._pending.append(cells)

@@ -6,8 +6,10 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from pods_api.core.api.codec import CodecError, pod_from_message
 from pods_api.core.api.pb import k8s_core_v1_pb2
+
+# The codec is loaded when a pod is asked for as JSON (or does not decode): a table reads the
+# messages themselves (core/api/messageview.py).
 
 
 class Pod:
@@ -27,6 +29,8 @@ class Pod:
             try:
                 self._message = k8s_core_v1_pb2.Pod.FromString(self.raw)
             except DecodeError as exc:
+                from pods_api.core.api.codec import CodecError
+
                 raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
         return self._message
 
@@ -44,6 +48,8 @@ class Pod:
 
     def json(self) -> dict[str, Any]:
         """Kubernetes JSON, as `kubectl get -o json` prints it; a fresh dict on each call."""
+        from pods_api.core.api.codec import pod_from_message
+
         return pod_from_message(self.message)
 
     def __eq__(self, other: object) -> bool:

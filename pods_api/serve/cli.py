@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from pods_api import __version__
 from pods_api.client import commands as client_cli
 from pods_api.client.exitcodes import HELP as CLIENT_EXIT_CODES
@@ -283,6 +281,8 @@ class _JSONFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
+        import orjson  # here: the client commands, which log nothing, need not load it
+
         return orjson.dumps(entry).decode()
 
 

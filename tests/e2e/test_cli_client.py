@@ -460,6 +460,28 @@ async def test_against_a_kubelet_socket(tmp_path: Path, server: Served) -> None:
         await kubelet.stop()
 
 
+async def test_a_kubelet_refusing_the_tables_own_mask_still_gets_the_table(
+    tmp_path: Path, server: Served
+) -> None:
+    """A table asks for the printer's fields only, a mask the user never wrote: a server that
+    refuses it (a kubelet whose Pod lacks one of those fields) must print the same table with
+    the same exit code as a server that takes it; a mask the user gave is still theirs to fix."""
+    sock = tmp_path / "kubelet.sock"
+    pods = {p["metadata"]["uid"]: pod_to_bytes(p) for p in example_pods()}
+    kubelet = KubeletServer(sock, pods, refuse_masks=True)
+    await kubelet.start()
+    try:
+        for wide in ((), ("-o", "wide")):
+            code, table, err = await acli("get", "pods", *wide, "--socket", str(sock))
+            assert code == Exit.OK, err
+            assert _unclocked(table) == _unclocked(get(server, *wide).stdout)
+        assert kubelet.lists == 4  # each asked with the mask, then without it
+        code, out, err = await acli("get", "pods", "--fields", "status.phase", "--socket", str(sock))
+        assert code == Exit.USAGE and out == "" and "unknown field in mask" in err
+    finally:
+        await kubelet.stop()
+
+
 # -- help -----------------------------------------------------------------------------------------
 
 
@@ -567,6 +589,16 @@ def test_a_full_check_and_get_load_the_client_but_not_the_server(server: Served)
         assert code == Exit.OK, args
         assert "pods_api.client.client" in modules  # they do list pods
         assert _loaded(modules, (*NOT_FOR_A_CLIENT, "yaml")) == [], args  # yaml: for -o yaml only
+
+
+def test_a_table_reads_the_messages_without_the_codec_or_the_template_printers(server: Served) -> None:
+    """`get pods` prints from the messages themselves (core/api/messageview.py): the codec, the
+    jsonpath and custom-columns printers and the informer are for other forms and retries."""
+    for output in ("table", "wide"):
+        code, modules = loaded_by("get", "pods", "-o", output, f"--socket={server.socket}")
+        assert code == Exit.OK
+        unneeded = ("pods_api.core.api.codec", "pods_api.client.jsonpath", "pods_api.client.informer")
+        assert _loaded(modules, unneeded) == [], output
 
 
 def test_version_loads_no_source_nor_the_codec() -> None:

@@ -16,15 +16,21 @@ from released import ADDED, DELETED, MODIFIED, SYNCED
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pb
 
+# The kubelet's field-mask header; a path it does not know is INVALID_ARGUMENT.
+FIELDMASK = "x-kubernetes-fieldmask"
+
 
 class KubeletServer:
-    def __init__(self, path: Path, pods: dict[str, bytes]) -> None:
+    def __init__(self, path: Path, pods: dict[str, bytes], *, refuse_masks: bool = False) -> None:
         self.path = path
         self.pods = dict(pods)  # uid -> v1.Pod bytes
         self.lists = 0
         # While true, a new watch sends its pods but never INITIAL_SYNC_COMPLETE: an upstream
         # that answers yet never syncs (a kubelet whose own sources are stuck).
         self.hold_sync = False
+        # A kubelet whose Pod lacks some field a mask names (an older or a newer one) refuses
+        # the mask, as the kubelet refuses an unknown path.
+        self.refuse_masks = refuse_masks
         self._watches: set[asyncio.Queue[bytes]] = set()
         self._server: grpc.aio.Server | None = None
 
@@ -60,6 +66,9 @@ class KubeletServer:
     def _handlers(self) -> grpc.GenericRpcHandler:
         async def list_pods(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
             self.lists += 1
+            mask = dict(context.invocation_metadata() or ()).get(FIELDMASK)
+            if self.refuse_masks and mask:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown field in mask: {mask}")
             return pb.ListPodsResponse(pods=list(self.pods.values())).SerializeToString()
 
         async def watch_pods(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:

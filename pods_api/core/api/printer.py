@@ -1,10 +1,11 @@
 """kubectl's pod printer: the columns and STATUS rules of `kubectl get pods`, one implementation for
-the CLI's table and the Kubernetes Table view.
+the CLI's table and the Kubernetes Table view (core/api/table.py).
 
 The rules are the API server's (`pkg/printers/internalversion`, `printPod`), which kubectl prints
 unchanged; ages are apimachinery's `duration.HumanDuration`. Everything here is a pure function of
-a pod in Kubernetes JSON (as `pod_from_bytes` gives it, Go's zero values included or left out) and
-of `now`, so that tests and both surfaces agree to the character.
+a pod in Kubernetes JSON (as `pod_from_bytes` gives it, Go's zero values included or left out, or
+its message read by JSON names, core/api/messageview.py) and of `now`, so that tests and both
+surfaces agree to the character.
 """
 
 from __future__ import annotations
@@ -12,20 +13,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Protocol
 
 __all__ = [
     "POD_COLUMNS",
     "Column",
+    "Fields",
     "PodRow",
+    "PrintedPod",
     "human_duration",
     "pod_row",
-    "pod_table",
     "pod_text_table",
+    "printed_pod",
     "render_text_table",
 ]
 
-Pod = Mapping[str, Any]
+
+class Fields(Protocol):
+    """What the printer reads a pod (and each object in it) through: a Kubernetes JSON dict, or
+    a protobuf message seen by its JSON names (core/api/messageview.py)."""
+
+    def get(self, key: str, default: Any = None, /) -> Any: ...
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+Pod = Mapping[str, Any] | Fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +198,56 @@ class PodRow:
 _ZERO = datetime.min.replace(tzinfo=UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class PrintedPod:
+    """A pod's row without the time it is printed at: its AGE and the "(5m ago)" of RESTARTS
+    are the two cells that change with the clock, so a pod printed again and again (a Table per
+    second) is read once per version and its row made from this."""
+
+    namespace: str
+    name: str
+    ready: str
+    status: str
+    restarts: int
+    last_restart: datetime  # _ZERO when no container has terminated
+    created: datetime  # _ZERO when the pod has no creationTimestamp
+    ip: str
+    node: str
+    nominated_node: str
+    readiness_gates: str
+    conditions: tuple[Mapping[str, str], ...] = ()
+
+    def restarts_cell(self, now: datetime) -> str:
+        if self.restarts and self.last_restart != _ZERO:
+            return f"{self.restarts} ({_since(self.last_restart, now)} ago)"
+        return str(self.restarts)
+
+    def age(self, now: datetime) -> str:
+        return _since(self.created, now)
+
+    def row(self, now: datetime) -> PodRow:
+        return PodRow(
+            self.namespace,
+            self.name,
+            self.ready,
+            self.status,
+            self.restarts_cell(now),
+            self.age(now),
+            self.ip,
+            self.node,
+            self.nominated_node,
+            self.readiness_gates,
+            self.conditions,
+        )
+
+
 def _time(value: Any) -> datetime:
-    """An RFC 3339 timestamp from the JSON; absent or null is Go's zero time."""
+    """An RFC 3339 timestamp from the JSON (or the datetime a message view gives for it,
+    core/api/messageview.py); absent or null is Go's zero time."""
     if not value:
         return _ZERO
+    if isinstance(value, datetime):
+        return value
     return datetime.fromisoformat(str(value))
 
 
@@ -234,17 +293,17 @@ def _since(value: datetime, now: datetime) -> str:
     return human_duration((now - value).total_seconds())
 
 
-def _restartable(container: Mapping[str, Any] | None) -> bool:
+def _restartable(container: Fields | None) -> bool:
     """A sidecar: an init container with restartPolicy Always."""
     return container is not None and container.get("restartPolicy") == "Always"
 
 
-def _condition_true(conditions: Iterable[Mapping[str, Any]], kind: str) -> bool:
+def _condition_true(conditions: Iterable[Fields], kind: str) -> bool:
     """Any condition of that type says True (the API server's hasPodReadyCondition)."""
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
-def _initialized(conditions: Sequence[Mapping[str, Any]]) -> bool:
+def _initialized(conditions: Sequence[Fields]) -> bool:
     """The first Initialized condition says True (later duplicates are not looked at)."""
     for c in conditions:
         if c.get("type") == "Initialized":
@@ -252,7 +311,7 @@ def _initialized(conditions: Sequence[Mapping[str, Any]]) -> bool:
     return False
 
 
-def _terminated_reason(terminated: Mapping[str, Any], prefix: str) -> str:
+def _terminated_reason(terminated: Fields, prefix: str) -> str:
     """A terminated container's reason, else `Signal:N`, else `ExitCode:N`."""
     if terminated.get("reason"):
         return f"{prefix}{terminated['reason']}"
@@ -261,18 +320,23 @@ def _terminated_reason(terminated: Mapping[str, Any], prefix: str) -> str:
     return f"{prefix}ExitCode:{terminated.get('exitCode') or 0}"
 
 
-def _last_termination(status: Mapping[str, Any]) -> datetime:
+def _last_termination(status: Fields) -> datetime:
     terminated = (status.get("lastState") or {}).get("terminated")
     return _time(terminated.get("finishedAt")) if terminated is not None else _ZERO
 
 
 def pod_row(pod: Pod, now: datetime) -> PodRow:
     """The row kubectl prints for pod at time now (an aware datetime)."""
+    return printed_pod(pod).row(now)
+
+
+def printed_pod(pod: Pod) -> PrintedPod:
+    """What pod's row shows, but for the cells that change with the time it is printed."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    conditions: list[Mapping[str, Any]] = status.get("conditions") or []
-    init_specs: list[Mapping[str, Any]] = spec.get("initContainers") or []
+    conditions: list[Fields] = status.get("conditions") or []
+    init_specs: list[Fields] = spec.get("initContainers") or []
     phase = status.get("phase") or ""
 
     reason = status.get("reason") or phase
@@ -342,14 +406,10 @@ def pod_row(pod: Pod, now: datetime) -> PodRow:
         elif phase not in ("Succeeded", "Failed"):
             reason = "Terminating"
 
-    restarts_cell = str(restarts)
-    if restarts and last_restart != _ZERO:
-        restarts_cell = f"{restarts} ({_since(last_restart, now)} ago)"
-
     gates = spec.get("readinessGates") or []
     gates_cell = "<none>"
     if gates:
-        by_type: dict[str, Mapping[str, Any]] = {}
+        by_type: dict[str, Fields] = {}
         for c in conditions:
             by_type.setdefault(c.get("type", ""), c)  # the first condition of a type counts
         passed = sum(1 for g in gates if by_type.get(g.get("conditionType", ""), {}).get("status") == "True")
@@ -361,13 +421,14 @@ def pod_row(pod: Pod, now: datetime) -> PodRow:
         row_conditions = (_SUCCEEDED,)
     elif phase == "Failed":
         row_conditions = (_FAILED,)
-    return PodRow(
+    return PrintedPod(
         namespace=metadata.get("namespace") or "",
         name=metadata.get("name") or "",
         ready=f"{ready}/{total}",
         status=reason,
-        restarts=restarts_cell,
-        age=_since(_time(metadata.get("creationTimestamp")), now),
+        restarts=restarts,
+        last_restart=last_restart,
+        created=_time(metadata.get("creationTimestamp")),
         ip=(ips[0].get("ip") if ips else "") or "<none>",
         node=spec.get("nodeName") or "<none>",
         nominated_node=status.get("nominatedNodeName") or "<none>",
@@ -400,55 +461,3 @@ def pod_text_table(
     if with_namespace:
         headers = ["Namespace", *headers]
     return render_text_table(headers, rows)
-
-
-IncludeObject = Literal["None", "Metadata", "Object"]
-
-
-# The Table's group-version as the client asked for it: kubectl lists v1 first, v1beta1 after.
-TABLE_V1, TABLE_V1BETA1 = "meta.k8s.io/v1", "meta.k8s.io/v1beta1"
-
-
-def _row_object(pod: Pod, include: IncludeObject, group_version: str) -> Any:
-    if include == "Object":
-        return {"kind": "Pod", "apiVersion": "v1", **pod}
-    if include == "Metadata":  # in the Table's own group-version (apiserver handlers asTable)
-        return {
-            "kind": "PartialObjectMetadata",
-            "apiVersion": group_version,
-            "metadata": pod.get("metadata") or {},
-        }
-    return None
-
-
-def pod_table(
-    pods: Iterable[Pod],
-    now: datetime,
-    *,
-    resource_version: str | None = None,
-    include_object: IncludeObject = "Metadata",
-    no_headers: bool = False,
-    group_version: str = TABLE_V1,
-) -> dict[str, Any]:
-    """A `meta.k8s.io/v1` (or `v1beta1`, the same fields) Table of pods as the API server
-    returns it for `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`: every column (the server always
-    prints wide; kubectl hides priority 1 without `-o wide`), and each row's object as asked by
-    `?includeObject=` (the server's default is Metadata)."""
-    rows = []
-    for pod in pods:
-        row = pod_row(pod, now)
-        entry: dict[str, Any] = {"cells": row.cells(wide=True)}
-        if row.conditions:
-            entry["conditions"] = [dict(c) for c in row.conditions]
-        # Go's RawExtension is never omitted: with includeObject=None it is null.
-        entry["object"] = _row_object(pod, include_object, group_version)
-        rows.append(entry)
-    metadata: dict[str, Any] = {}
-    if resource_version is not None:
-        metadata["resourceVersion"] = resource_version
-    table: dict[str, Any] = {"kind": "Table", "apiVersion": group_version, "metadata": metadata}
-    # No headers (TableOptions.noHeaders, as kubectl's watch asks after the first event): the
-    # server's nil slice, which Go encodes as null.
-    table["columnDefinitions"] = None if no_headers else [c.to_json() for c in POD_COLUMNS]
-    table["rows"] = rows
-    return table

@@ -94,6 +94,9 @@ class PodVersion(Masked):
     revision: int = 0
     _masked: LRU[str, Masked] | None = field(default=None, repr=False)
     _identity: bytes | None = field(default=None, repr=False)
+    # The Kubernetes view's Table row of this version (gateway/kube/objects.py), made by the
+    # first Table that shows it: every later Table, of any second, reuses its encoding.
+    table_row: object | None = field(default=None, repr=False)
 
     @property
     def message(self) -> k8s_core_v1_pb2.Pod:

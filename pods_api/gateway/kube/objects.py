@@ -16,14 +16,25 @@ import base64
 import binascii
 import platform
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from pods_api import __version__
-from pods_api.core.api.printer import POD_COLUMNS, POD_FIELDS, TABLE_V1, IncludeObject, pod_table
-from pods_api.core.query.fieldmask import parse_mask
+from pods_api.core.api.printer import printed_pod
+from pods_api.core.api.table import (
+    COLUMN_DEFINITIONS,
+    NULL,
+    TABLE_V1,
+    EncodedRow,
+    IncludeObject,
+    encoded_row,
+    metadata_object,
+    row_json,
+    table_json,
+)
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import Masked, PodVersion
 from pods_api.core.store.snapshot import Snapshot
@@ -71,10 +82,6 @@ def pod_bytes(pod: PodVersion, revision: int) -> bytes:
         stamp += b","
     joined = prefix + separator + stamp + rest
     return _POD_HEAD + joined[1:]
-
-
-# What a Table row without its object (includeObject=Metadata or None) is made of.
-_ROW_VIEW = View(parse_mask(f"{POD_FIELDS},metadata"))
 
 
 def pod_object(pod: Masked, revision: int) -> dict[str, Any]:
@@ -155,6 +162,28 @@ def list_object(revision: int, pods: Sequence[PodVersion], next_token: str | Non
 # -- tables ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _TableRow:
+    """What a Table needs of one pod version, made on the first Table that shows it and kept
+    with it (PodVersion.table_row): the row's JSON but for the cells that change with the clock,
+    and the pod's metadata as a Metadata row's object carries it."""
+
+    revision: int
+    row: EncodedRow
+    metadata: bytes
+
+
+def _table_row(pod: PodVersion, revision: int) -> _TableRow:
+    kept = pod.table_row
+    if isinstance(kept, _TableRow) and kept.revision == revision:
+        return kept
+    body = pod_object(pod, revision)  # the one JSON decode of this version for Tables
+    made = _TableRow(revision, encoded_row(printed_pod(body)), orjson.dumps(body["metadata"]))
+    if revision == pod.revision:  # a watch's DELETED row carries another revision: not kept
+        pod.table_row = made
+    return made
+
+
 def table(
     pods: Sequence[tuple[PodVersion, int]],
     resource_version: int,
@@ -164,33 +193,34 @@ def table(
     continue_: str | None = None,
     remaining: int = 0,
     group_version: str = TABLE_V1,
+    now: datetime | None = None,
 ) -> bytes:
     """A meta.k8s.io/v1 (or v1beta1) Table of (pod, its revision), the printer's columns and
-    STATUS rules."""
-    if include == "Object":
-        objects = [pod_object(pod, revision) for pod, revision in pods]
-    else:
-        # The cells and the row's metadata are all such a Table shows: each version masked to
-        # those (made once per version, then kept with it) decodes a fraction of the pod.
-        objects = [pod_object(pod.masked(_ROW_VIEW), revision) for pod, revision in pods]
-    now = datetime.now(UTC)
-    result = pod_table(
-        objects,
-        now,
+    STATUS rules: each version's row encoded once (core/api/table.py), finished at `now` (by
+    default this moment) around its object."""
+    now = now or datetime.now(UTC)
+    rows = []
+    for pod, revision in pods:
+        kept = _table_row(pod, revision)
+        if include == "Metadata":
+            obj = metadata_object(kept.metadata, group_version)
+        elif include == "Object":
+            obj = pod_bytes(pod, revision)
+        else:
+            obj = NULL
+        rows.append(row_json(kept.row, now, obj))
+    return table_json(
+        rows,
         resource_version=str(resource_version),
-        include_object=include,
+        continue_=continue_,
+        remaining=remaining,
         no_headers=no_headers,
         group_version=group_version,
     )
-    if continue_ is not None:
-        result["metadata"]["continue"] = continue_
-        if remaining:
-            result["metadata"]["remainingItemCount"] = remaining
-    return orjson.dumps(result)
 
 
 COLUMNS_NULL = b'"columnDefinitions":null'
-COLUMNS = b'"columnDefinitions":' + orjson.dumps([c.to_json() for c in POD_COLUMNS])
+COLUMNS = b'"columnDefinitions":' + COLUMN_DEFINITIONS
 
 
 # -- watch objects ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.printer import TABLE_V1, TABLE_V1BETA1, IncludeObject
+from pods_api.core.api.table import TABLE_V1, TABLE_V1BETA1, IncludeObject
 from pods_api.core.query.fields import escape_value, parse_fields
 from pods_api.core.query.selector import SelectorError, parse_selector
 from pods_api.core.query.view import View

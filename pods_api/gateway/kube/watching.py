@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from pods_api.core.api.printer import IncludeObject
 from pods_api.core.api.status import Code
+from pods_api.core.api.table import IncludeObject
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import PodVersion

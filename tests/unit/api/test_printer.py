@@ -17,15 +17,16 @@ from printerpods import NOW, example_pods
 from strategies import pods as any_pods
 
 from pods_api.core.api.codec import pod_from_message
+from pods_api.core.api.messageview import pod_view
 from pods_api.core.api.printer import (
     POD_COLUMNS,
     POD_FIELDS,
     human_duration,
     pod_row,
-    pod_table,
     pod_text_table,
     render_text_table,
 )
+from pods_api.core.api.table import pod_table
 from pods_api.core.query.fieldmask import parse_mask
 
 
@@ -753,6 +754,15 @@ def test_column_descriptions_are_the_apis_field_docs() -> None:
             if model_fields is None:
                 pytest.skip("this kubernetes client's models carry no field descriptions")
             assert column.description.replace("\n\n", "  ") == model_fields[attr].description
+
+
+@given(any_pods())
+def test_a_pods_message_read_by_its_json_names_prints_the_same_row(message: Any) -> None:
+    """`pods-api get pods` prints each message through a view of it (core/api/messageview.py),
+    never rendering it to JSON: every row must be the one its Kubernetes JSON prints."""
+    assert pod_row(pod_view(message), NOW) == pod_row(pod_from_message(message), NOW)
+    masked = parse_mask(POD_FIELDS).apply_message(message)  # type: ignore[union-attr]
+    assert pod_row(pod_view(masked), NOW) == pod_row(pod_from_message(message), NOW)
 
 
 @given(any_pods())

