@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import accumulate
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from pods_api.core.api.status import Code
 from pods_api.core.policy.calls import Calls
@@ -34,13 +37,13 @@ class Metrics:
             )
             for call in calls
         }
-        self.fanout_delay = Histogram(
+        self.fanout_delay = Delays(
             "pods_api_watch_event_delay_seconds",
             "From the cache publishing an event to a watcher's stream taking it.",
             # Sub-millisecond is the normal case; the tail shows a starved event loop.
-            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0),
-            registry=r,
+            (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0),
         )
+        r.register(self.fanout_delay)
         self.source_errors = Counter(
             "pods_api_source_errors",
             "Inputs a pod source rejected (unparsable files, invalid pods, failed fetches).",
@@ -99,6 +102,31 @@ def event_type_label(number: int) -> str:
     if number == 0:
         return "UNSPECIFIED"
     return str(number) if 0 < number < _LABELLED_EVENT_TYPES else "other"
+
+
+class Delays(Collector):
+    """A histogram observed on one thread (the event loop's) and read at scrape time: for the
+    fan-out delay, observed once per frame of every watcher. prometheus_client's Histogram takes
+    a lock for its bucket and another for its sum on each observation (2.4 µs; this is 0.5 µs),
+    which was 4% of a starved server's CPU per frame (W7). A scrape from another thread copies
+    the counts in one step; its sum may lag them by the observation under way."""
+
+    def __init__(self, name: str, documentation: str, bounds: tuple[float, ...]) -> None:
+        self._name, self._documentation = name, documentation
+        self._bounds = sorted(bounds)
+        self._labels = [floatToGoString(b) for b in self._bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
+        self._counts = [0] * (len(self._bounds) + 1)  # per bucket, not cumulative; the last: +Inf
+        self._sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self._counts[bisect_left(self._bounds, seconds)] += 1  # le: the bound is inclusive
+        self._sum += seconds
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        counts, total = self._counts.copy(), self._sum
+        family = HistogramMetricFamily(self._name, self._documentation)
+        family.add_metric([], list(zip(self._labels, accumulate(counts), strict=True)), total)
+        yield family
 
 
 class _CacheCollector(Collector):
