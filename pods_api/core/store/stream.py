@@ -52,8 +52,8 @@ class Encoding:
     # message per frame (gRPC, whose every message is a frame).
     join_start: bool = False
     # Whether a frame carries the event's revision (an SSE id, a resourceVersion to resume
-    # from). One that does not (gRPC) shares the published event's frame with a watcher that is
-    # behind, where that watcher's coalesced event stands for that one event alone.
+    # from). A watcher behind on one that does not (gRPC) is handed, for a pod that changed once
+    # while it was behind, the published event itself, whose frame every watcher shares.
     carries_revision: bool = True
 
 
@@ -133,12 +133,9 @@ class WatchStreams:
             shown = change(event, view)
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
-        revision = event.revision
         if event.coalesced:
-            if event.published_as is None or encoding.carries_revision:
-                return make()  # made for one watcher: its revision is that watcher's
-            revision = event.published_as
-        return self._frames.get((revision, encoding.name, view.key), make)
+            return make()  # made for one watcher: its revision is that watcher's
+        return self._frames.get((event.revision, encoding.name, view.key), make)
 
     def _delivered(self, event: PodEvent) -> None:
         self._on_delivery(time.monotonic() - event.published)
@@ -175,8 +172,9 @@ class Watch:
             yield chunk
         del start, chunk
         streams, view, watcher = self._streams, self.view, self.watcher
+        exact = encoding.carries_revision
         while True:
-            event = await watcher.get()
+            event = await watcher.get(exact)
             frame = streams.frame(event, encoding, view)
             if frame is not None:
                 streams._delivered(event)
