@@ -49,6 +49,9 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
 ]
+# With `keepalive`: the longest a keepalive ping may go unanswered before the connection is
+# taken for dead (grpc's own default).
+KEEPALIVE_TIMEOUT = 20.0
 
 
 class Contract(Enum):
@@ -129,14 +132,30 @@ class Client:
         contract: Contract = Contract.KUBELET,
         timeout: float = CALL_TIMEOUT,
         max_receive_bytes: int = MAX_RECEIVE_BYTES,
+        keepalive: float | None = None,
     ) -> None:
+        """`keepalive`: ping the server this often while a call is open (a watch), so a server
+        that stopped answering with the connection still open (a frozen process) ends the call
+        with UNAVAILABLE instead of leaving it silent for ever; a ping unanswered for
+        KEEPALIVE_TIMEOUT (at most the interval) is a dead connection. None: no pings."""
         self.socket = str(socket)
         self.contract = contract
         self.timeout = timeout
-        options = [
+        options: list[tuple[str, int]] = [
             (k, max_receive_bytes if k == "grpc.max_receive_message_length" else v)
             for k, v in _CHANNEL_OPTIONS
         ]
+        if keepalive is not None:
+            unanswered = int(min(KEEPALIVE_TIMEOUT, keepalive) * 1000)
+            options += [
+                ("grpc.keepalive_time_ms", int(keepalive * 1000)),
+                ("grpc.keepalive_timeout_ms", unanswered),
+                # grpc 1.85 times a sent ping by this one (60 s by default), not the above.
+                ("grpc.http2.ping_timeout_ms", unanswered),
+                # A watch's client sends no data after its request: without this, grpc stops
+                # pinging after two pings.
+                ("grpc.http2.max_pings_without_data", 0),
+            ]
         self._channel = grpc.aio.insecure_channel(f"unix:{self.socket}", options=options)
         service = f"/{contract.value}/"
         self._list = self._channel.unary_unary(

@@ -43,6 +43,11 @@ FLAG = "--kubelet-socket"
 # until the kubelet's own sources have synced, seconds on a healthy node, and the informer
 # retries at least every 5 s; an outage longer than this may have missed changes.
 STALE_AFTER = 30.0
+# How often the bridge pings the kubelet while its watch is open: a quiet watch and a frozen
+# kubelet (SIGSTOP, a hung process) look the same until a ping goes unanswered. Over 5 minutes,
+# grpc-go's default keepalive MinTime, which a kubelet's server enforces with GOAWAY
+# "too_many_pings" on a client that pings more often.
+KEEPALIVE = 360.0
 SOURCE_FLAGS: tuple[str, ...] = (f"{FLAG} PATH",)
 
 
@@ -81,11 +86,13 @@ class KubeletSocketSource:
         on_unknown_event: Callable[[str, int], None] | None = None,
         on_connected: ConnectedGauge | None = None,
         stale_after: float = STALE_AFTER,
+        keepalive: float = KEEPALIVE,
     ) -> None:
         self.name = source_name(socket)
         self.socket = socket
         self._staleness = Staleness(self.name, stale_after=stale_after, on_connected=on_connected)
         self._staleness.upstream = str(socket)
+        self._keepalive = keepalive
         self._on_error = on_error
         self._on_unknown_event = on_unknown_event
         self._sink: SourceSink | None = None
@@ -101,7 +108,7 @@ class KubeletSocketSource:
         # supervisor drops what vanished meanwhile; the cache diffs it into real changes only.
         self._first = {}
         with self._staleness.running(sink):
-            async with Client(self.socket) as client:
+            async with Client(self.socket, keepalive=self._keepalive) as client:
                 informer = Informer(client, on_unknown=self._on_unknown)
                 informer.add_handler(self._on_event)
                 informer.on_state(self._on_state)

@@ -33,6 +33,7 @@ from builders import make_pod
 from released import ADDED, SYNCED
 from serve import PODS_API, TIMEOUT, Served, serving, start
 from servers import ManifestServer
+from sourceharness import Harness, Said, harness_fixture, said_fixture  # noqa: F401
 
 from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import (
@@ -41,6 +42,7 @@ from pods_api.core.api.pb import (
     podsapi_v1_pb2,
     podsapi_v1_pb2_grpc,
 )
+from pods_api.sources.kubelet_socket import KubeletSocketSource
 
 UIDS = ("uid-a", "uid-b", "uid-c")
 CURL_COULDNT_CONNECT = 7
@@ -1097,6 +1099,33 @@ async def test_sources_past_their_resync_say_they_are_stale_in_check_metrics_and
     finally:
         url.stop()
         kubelet.stop()
+
+
+async def test_a_bridge_whose_kubelet_freezes_with_the_watch_open_says_it_is_stale(
+    tmp_path: Path, fixtures: Path, harness: Harness, said: Said
+) -> None:
+    """A frozen upstream (SIGSTOP) holds the bridge's watch open and sends nothing, as a quiet one
+    does: only an unanswered keepalive ping tells them apart (without one, the bridge served its
+    last pods as current for as long as the freeze lasted)."""
+    told: list[bool] = []
+    with serving(tmp_path / "kubelet", "--fixtures", str(fixtures)) as kubelet:
+        source = KubeletSocketSource(
+            kubelet.socket,
+            on_error=harness.on_error,
+            on_connected=told.append,
+            stale_after=0.5,
+            keepalive=0.5,
+        )
+        await harness.start(source)
+        kubelet.proc.send_signal(signal.SIGSTOP)
+        try:
+            await said.line(harness, f"pod source {source.name}: stale: ")
+            assert told[-1] is False and len(harness.cache.snapshot().pods) == len(UIDS)
+            assert "stale: nothing applied from" in harness.cache.warnings[source.name]
+        finally:
+            kubelet.proc.send_signal(signal.SIGCONT)
+        await said.line(harness, f"pod source {source.name}: current again")
+        assert told[-1] is True and source.name not in harness.cache.warnings
 
 
 _SPEC = {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}

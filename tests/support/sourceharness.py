@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +17,7 @@ from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.watch import PodEvent, Watcher, WatchHub
-from pods_api.sources import Source
+from pods_api.sources import Source, staleness
 
 T = TypeVar("T")
 
@@ -113,3 +114,30 @@ def write(path: Path, text: str | bytes) -> None:
 
 def by_name(pods: Any) -> dict[str, PodVersion]:
     return {p.name: p for p in pods}
+
+
+class Said(logging.Handler):
+    """What the sources say of their staleness, line by line as it is said (a warning when one
+    becomes stale, "current again" when it recovers): awaited, never polled."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.put_nowait(record.getMessage())  # on the event loop's thread, as sources run
+
+    async def line(self, harness: Harness, containing: str) -> None:
+        while containing not in await harness.wait(self.lines.get()):
+            pass
+
+
+@pytest.fixture(name="said")
+def said_fixture() -> Iterator[Said]:
+    logger = logging.getLogger(staleness.__name__)
+    handler, level = Said(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)

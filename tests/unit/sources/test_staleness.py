@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,11 @@ from builders import make_pod, pod
 from fakecri import FakeRuntime, start
 from kubelet_server import KubeletServer
 from servers import ManifestServer
-from sourceharness import Harness, by_name, harness_fixture  # noqa: F401
+from sourceharness import Harness, Said, by_name, harness_fixture, said_fixture  # noqa: F401
 
 from pods_api.core.api.codec import pod_to_bytes
 from pods_api.core.store.watch import EventType
-from pods_api.sources import Source, staleness
+from pods_api.sources import Source
 from pods_api.sources.cri.source import CRISource
 from pods_api.sources.kubelet_pods import KubeletPodsSource
 from pods_api.sources.kubelet_socket import KubeletSocketSource
@@ -52,33 +51,6 @@ class Gauge:
     @property
     def value(self) -> bool | None:
         return self.told[-1] if self.told else None
-
-
-class Said(logging.Handler):
-    """What the sources say of their staleness, line by line as it is said (a warning when one
-    becomes stale, "current again" when it recovers): awaited, never polled."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: asyncio.Queue[str] = asyncio.Queue()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.put_nowait(record.getMessage())  # on the event loop's thread, as sources run
-
-    async def line(self, harness: Harness, containing: str) -> None:
-        while containing not in await harness.wait(self.lines.get()):
-            pass
-
-
-@pytest.fixture
-def said() -> Iterator[Said]:
-    logger = logging.getLogger(staleness.__name__)
-    handler, level = Said(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 async def stale(harness: Harness, said: Said, source: Source) -> str:
