@@ -21,7 +21,7 @@ from apiserver import KubeAPIServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo import ROOT
-from sourceharness import Harness, by_name, harness_fixture  # noqa: F401
+from sourceharness import Harness, Said, by_name, harness_fixture, said_fixture  # noqa: F401
 
 from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.watch import EventType
@@ -213,6 +213,24 @@ async def test_a_source_failing_past_its_resync_says_it_is_stale_until_current_a
     server.start()
     server.put(pod("db"))
     assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "db")]
+    assert "apiserver" not in harness.cache.warnings and connected[-1] is True
+
+
+async def test_a_watch_connected_but_silent_past_its_resync_is_stale_until_a_bookmark(
+    server: KubeAPIServer, harness: Harness, said: Said, tmp_path: Path
+) -> None:
+    """A server that holds the watch open and says nothing (hung, or behind a proxy that lost it)
+    fails nothing: the resync alone says it, and a bookmark, a change, is current again."""
+    connected: list[bool] = []
+    server.put(pod("web"))
+    s = source(server, harness, tmp_path, stale_after=0.5, on_connected=connected.append)
+    await harness.start(s)
+    await server.next_request(watch=True)
+    await said.line(harness, "pod source apiserver: stale: ")
+    assert "it answers, but gave nothing to apply" in harness.cache.warnings["apiserver"]
+    assert connected[-1] is False and harness.cache.get("uid-web") is not None
+    server.bookmark()
+    await said.line(harness, "pod source apiserver: current again")
     assert "apiserver" not in harness.cache.warnings and connected[-1] is True
 
 
