@@ -205,6 +205,7 @@ def table(results: dict[str, Any]) -> list[str]:
         o, f = r["pods-api"], r["floor"]
         for key in ("p50_ms", "p99_ms", "cpu_us_per_frame", "rss_mib", "peak_rss_mib"):
             row(name, key, o[key], f[key])
+        row(name, "RSS MiB vs A (--fixtures)", o["rss_mib"], r["upstream_rss_mib"])
         row(name, "load average", r["load_average"])
     if "fanout_sweep" in results:
         r = results["fanout_sweep"]

@@ -210,6 +210,9 @@ def run(pods: int = 110, pod_kb: int = 5, changes: int = 400, watchers: int = 10
             result: dict[str, Any] = {"pods": pods, "pod_kb": pod_kb, "watchers": watchers}
             result["changes"] = per_round * ROUNDS
             result |= {name: figures(turns[name], proc.pid) for name, (proc, _) in servers.items()}
+            # A serves the same pods from fixtures to two probes: the server's own footprint,
+            # beside which the bridge's is what bridging adds.
+            result["upstream_rss_mib"] = rss_mib(a.pid)
             result["load_average"] = os.getloadavg()[0]
             return result
         finally:
@@ -232,6 +235,7 @@ def report(result: dict[str, Any]) -> list[str]:
             f"{name:8} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {r['max_ms']:7.2f}"
             f" {r['cpu_us_per_frame']:12.1f} {r['rss_mib']:8.1f} {r['peak_rss_mib']:6.1f}"
         )
+    lines.append(f"{'upstream':8} {'':39} {result['upstream_rss_mib']:8.1f}  (A: --fixtures, same pods)")
     ours, base = result["pods-api"], result["floor"]
     lines.append(
         "pods-api / floor: p50 {:.2f}x, p99 {:.2f}x, CPU per frame {:.2f}x, RSS {:.2f}x".format(
