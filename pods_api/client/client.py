@@ -10,7 +10,7 @@ kubectl prints it).
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -246,7 +246,7 @@ class Client:
         label_selector: str = "",
         field_selector: str = "",
         on_unknown: Callable[[int], None] | None = None,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """ADDED for each existing pod, INITIAL_SYNC_COMPLETE, then live changes, until the
         server ends the stream (then the iterator raises the typed error, or just stops). With a
         label or field selector (pods-api only), the pods they select: a pod that stops matching

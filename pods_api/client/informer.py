@@ -203,36 +203,25 @@ class Informer:
             await asyncio.sleep(next(delays))
 
     async def _session(self) -> None:
-        frames: asyncio.Queue[WatchEvent | PodsAPIError] = asyncio.Queue()
-        reader = asyncio.get_running_loop().create_task(self._read(frames))
+        """One watch: its events up to INITIAL_SYNC_COMPLETE (a complete snapshot), reconciled,
+        then its live events, each applied in the loop step that read it: no task or queue
+        between the stream and the handlers, which are plain calls. Returns when the server ends
+        the watch; raises its error. An upstream that never sends INITIAL_SYNC_COMPLETE (another
+        version of the API) leaves the informer unsynced, never synced on a guess."""
+        events = self.client.watch(self.fields, on_unknown=self.on_unknown)
         try:
-            self._reconcile(await self._snapshot(frames))
-            while True:
-                self._apply(await _next(frames))
+            snapshot: dict[str, Pod] = {}
+            async for event in events:
+                if event.type is EventType.INITIAL_SYNC_COMPLETE:
+                    break
+                _change(snapshot, event)
+            else:
+                return  # ended before its snapshot was complete
+            self._reconcile(snapshot)
+            async for event in events:
+                self._apply(event)
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-
-    async def _read(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> None:
-        """Pump the watch into a queue, read by the snapshot and then the live loop."""
-        try:
-            async for event in self.client.watch(self.fields, on_unknown=self.on_unknown):
-                frames.put_nowait(event)
-            frames.put_nowait(_StreamEnded(self.client.socket, "the server ended the watch"))
-        except PodsAPIError as exc:
-            frames.put_nowait(exc)
-
-    async def _snapshot(self, frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> dict[str, Pod]:
-        """The watch's events up to its INITIAL_SYNC_COMPLETE: a complete snapshot. An upstream
-        that never sends one (another version of the API) leaves the informer unsynced, never
-        synced on a guess."""
-        snapshot: dict[str, Pod] = {}
-        while True:
-            event = await _next(frames)
-            if event.type is EventType.INITIAL_SYNC_COMPLETE:
-                return snapshot
-            _change(snapshot, event)
+            await events.aclose()  # cancels the call, whichever way the session ends
 
     # -- local state -----------------------------------------------------------------------------
 
@@ -316,14 +305,6 @@ def _uid(pod: Pod) -> str | None:
     except CodecError as exc:
         log.warning("skipping a pod that does not decode (%d bytes): %s", len(pod.raw), exc)
         return None
-
-
-async def _next(frames: asyncio.Queue[WatchEvent | PodsAPIError]) -> WatchEvent:
-    """The next frame; raises its error."""
-    item = await frames.get()
-    if isinstance(item, PodsAPIError):
-        raise item
-    return item
 
 
 def _message(error: PodsAPIError | None) -> str | None:
