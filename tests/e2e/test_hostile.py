@@ -30,6 +30,8 @@ import httpx
 import pytest
 import yaml
 from builders import make_pod
+from fakecri import FakeRuntime
+from fakecri import start as start_runtime
 from released import ADDED, SYNCED
 from serve import PODS_API, TIMEOUT, Served, serving, start
 from servers import ManifestServer
@@ -1052,53 +1054,65 @@ def _names(served: Served) -> list[str]:
 async def test_sources_past_their_resync_say_they_are_stale_in_check_metrics_and_readyz(
     tmp_path: Path,
 ) -> None:
-    """A manifest URL that answers garbage and a kubelet's /pods that answers 500: each keeps its
-    last good pods, as before, but no longer as if they were current (they said nothing:
-    SERVING, no warning, no gauge)."""
+    """A manifest URL that answers garbage, a kubelet's /pods that answers 500 and a container
+    runtime (the status overlay here) that refuses every relist: each keeps its last good pods
+    and statuses, as before, but no longer as if they were current (they said nothing: SERVING,
+    no warning, no gauge)."""
     url, kubelet = ManifestServer(), ManifestServer()
     url.serve(_static_pod("web"))
     kubelet.serve(_kubelet_pods("cache"))
     url.start()
     kubelet.start()
-    sources = {f"url:{url.url}": url, f"kubelet-pods:{kubelet.url}": kubelet}
+    runtime = FakeRuntime(1, 1, events=False)
+    cri = await start_runtime(runtime, tmp_path / "cri.sock")
+    sources = {
+        f"url:{url.url}": (url.url, "not valid YAML"),
+        f"kubelet-pods:{kubelet.url}": (kubelet.url, "HTTP 500"),
+        f"cri:{tmp_path / 'cri.sock'}": (f"the runtime at {tmp_path / 'cri.sock'}", "INTERNAL"),
+    }
     args = ("--manifest-url", url.url, "--manifest-url-interval", "0.1", "--node-name", "node-1")
     args += ("--kubelet-pods-url", kubelet.url, "--kubelet-pods-interval", "0.1")
+    args += ("--cri-socket", str(tmp_path / "cri.sock"), "--cri-relist", "0.1")
+    served = await asyncio.to_thread(start, tmp_path / "run", *args)
     try:
-        with serving(tmp_path / "run", *args) as served:
-            assert [_connected(served, name) for name in sources] == ["1.0", "1.0"]
-            assert "warning" not in (await asyncio.to_thread(_check, served)).stdout
-            url.serve("kind: [not, a, pod")
-            kubelet.serve("", status=500)
-            for name in sources:  # each resync: two polls, the second given its 10 s deadline
-                await asyncio.to_thread(served.wait_for_line, f"pod source {name}: stale:", 3 * TIMEOUT)
-            check = await asyncio.to_thread(_check, served)
-            assert check.returncode == 0, check.stdout + check.stderr
-            lines = [line.split(": ", 1) for line in check.stdout.splitlines()]
-            report = dict(lines)
-            assert report["ready"].strip() == "yes" and report["pods"].strip() == "2"
-            warnings = [value.strip() for key, value in lines if key == "warning"]
-            assert len(warnings) == 2, check.stdout
-            for warning, (name, server), problem in zip(
-                sorted(warnings), sorted(sources.items()), ("HTTP 500", "not valid YAML"), strict=True
-            ):
-                assert warning.startswith(f"{name}: stale: nothing applied from {server.url} since ")
-                assert "(its resync is 10.2 s)" in warning and problem in warning
-                assert _connected(served, name) == "0.0"
-            readyz = http_get(served, "/readyz")
-            assert readyz.status_code == 200
-            assert readyz.text == "ok\n" + "".join(f"warning: {w}\n" for w in sorted(warnings))
-            assert _names(served) == ["cache", "web-node-1"]  # the last good pods
+        # In a thread: the fake runtime answers on this event loop, which must not wait meanwhile.
+        await asyncio.to_thread(served.wait_ready)
+        assert [_connected(served, name) for name in sources] == ["1.0"] * 3
+        assert "warning" not in (await asyncio.to_thread(_check, served)).stdout
+        url.serve("kind: [not, a, pod")
+        kubelet.serve("", status=500)
+        runtime.failing = grpc.StatusCode.INTERNAL
+        for name in sources:  # each resync: two periods, the second given its 10 s deadline
+            await asyncio.to_thread(served.wait_for_line, f"pod source {name}: stale:", 3 * TIMEOUT)
+        check = await asyncio.to_thread(_check, served)
+        assert check.returncode == 0, check.stdout + check.stderr
+        lines = [line.split(": ", 1) for line in check.stdout.splitlines()]
+        report = dict(lines)
+        assert report["ready"].strip() == "yes" and report["pods"].strip() == "2"
+        warnings = sorted(value.strip() for key, value in lines if key == "warning")
+        assert len(warnings) == len(sources), check.stdout
+        for warning, (name, (upstream, problem)) in zip(warnings, sorted(sources.items()), strict=True):
+            assert warning.startswith(f"{name}: stale: nothing applied from {upstream} since ")
+            assert "(its resync is 10.2 s)" in warning and problem in warning
+            assert _connected(served, name) == "0.0"
+        readyz = http_get(served, "/readyz")
+        assert readyz.status_code == 200
+        assert readyz.text == "ok\n" + "".join(f"warning: {w}\n" for w in warnings)
+        assert _names(served) == ["cache", "web-node-1"]  # the last good pods
 
-            url.serve(_static_pod("db"))
-            kubelet.serve(_kubelet_pods("cache", "queue"))
-            for name in sources:
-                await asyncio.to_thread(served.wait_for_line, f"pod source {name}: current again")
-            assert http_get(served, "/readyz").text == "ok\n"
-            assert [_connected(served, name) for name in sources] == ["1.0", "1.0"]
-            assert _names(served) == ["cache", "db-node-1", "queue"]
+        url.serve(_static_pod("db"))
+        kubelet.serve(_kubelet_pods("cache", "queue"))
+        runtime.failing = None
+        for name in sources:
+            await asyncio.to_thread(served.wait_for_line, f"pod source {name}: current again")
+        assert http_get(served, "/readyz").text == "ok\n"
+        assert [_connected(served, name) for name in sources] == ["1.0"] * 3
+        assert _names(served) == ["cache", "db-node-1", "queue"]
     finally:
+        served.close()
         url.stop()
         kubelet.stop()
+        await cri.stop(0)
 
 
 async def test_a_bridge_whose_kubelet_freezes_with_the_watch_open_says_it_is_stale(
