@@ -49,6 +49,12 @@ def after_missed(period: float, deadline: float) -> float:
     return MISSED_PERIODS * period + deadline
 
 
+# The most of a failure's text a warning shows: every List, Get and Lookup carries the warnings
+# in its trailing metadata, which a default gRPC client takes at most 8 KiB of in all, so a
+# few sources' warnings must fit with room.
+MAX_PROBLEM_CHARS = 500
+
+
 # The key of the stale warning among a sink's warnings (another may say something else).
 WARNING_KEY = "stale"
 
@@ -112,7 +118,7 @@ class Staleness:
     def failed(self, problem: str) -> None:
         """An attempt failed (`problem`: one line, no secret): the gauge is 0, and past the
         resync the source is stale."""
-        self._problem = problem
+        self._problem = _one_line(problem)
         self._gauge(False)
         if self._live:
             self._live = False
@@ -172,3 +178,11 @@ class Staleness:
     def _warn(self, warning: str | None) -> None:
         if self._sink is not None:
             self._sink.warn(warning, key=WARNING_KEY)
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line (a YAML error spans several), cut to MAX_PROBLEM_CHARS."""
+    line = " ".join(text.split())
+    if len(line) <= MAX_PROBLEM_CHARS:
+        return line
+    return f"{line[:MAX_PROBLEM_CHARS]}… ({len(line)} characters)"

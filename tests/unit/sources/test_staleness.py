@@ -25,13 +25,14 @@ from servers import ManifestServer
 from sourceharness import Harness, Said, by_name, harness_fixture, said_fixture  # noqa: F401
 
 from pods_api.core.api.codec import pod_to_bytes
-from pods_api.core.store.watch import EventType
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.watch import EventType, WatchHub
 from pods_api.sources import Source
 from pods_api.sources.cri.source import CRISource
 from pods_api.sources.kubelet_pods import KubeletPodsSource
 from pods_api.sources.kubelet_socket import KubeletSocketSource
 from pods_api.sources.poller import FETCH_DEADLINE
-from pods_api.sources.staleness import after_missed
+from pods_api.sources.staleness import Staleness, after_missed
 from pods_api.sources.url import DEFAULT_INTERVAL, ManifestURLSource
 
 # Every poll and relist this often; stale once nothing was applied for STALE_AFTER.
@@ -78,6 +79,20 @@ async def http() -> AsyncIterator[ManifestServer]:
 
 def test_a_polled_sources_resync_is_two_polls_the_second_given_its_deadline() -> None:
     assert after_missed(DEFAULT_INTERVAL, FETCH_DEADLINE) == 2 * DEFAULT_INTERVAL + FETCH_DEADLINE
+
+
+async def test_a_stale_warning_is_one_line_short_enough_for_every_clients_metadata_limit() -> None:
+    """It rides on every List's trailing metadata: a YAML error's lines, or a huge one, would make
+    the warning itself what a client cannot take (8 KiB of metadata in all)."""
+    cache = PodCache(WatchHub(capacity=10, max_watchers=1))
+    sink = cache.source("url:x")
+    tracker = Staleness("url:x", stale_after=0.0)
+    with tracker.running(sink):
+        tracker.current()
+        tracker.failed("not valid YAML:\n  in line 1\n    ^\n" + "x" * 20_000)
+    warning = cache.warnings["url:x"]
+    assert "\n" not in warning and "not valid YAML: in line 1 ^ xxx" in warning
+    assert len(warning) < 1024 and warning.endswith(f"… ({20_000 + 28} characters)")
 
 
 # -- --manifest-url ------------------------------------------------------------------------------
