@@ -58,7 +58,7 @@ from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.cri import status as cristatus
 from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
-from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
+from pods_api.sources.staleness import ConnectedGauge, Staleness, WarnedSink, after_missed
 
 log = logging.getLogger(__name__)
 
@@ -391,13 +391,11 @@ def standalone_pod(
 # -- following the runtime ----------------------------------------------------------------------
 
 
-class _Sink(Protocol):
+class _Sink(WarnedSink, Protocol):
     def mark_synced(self) -> None: ...
 
-    def warn(self, warning: str | None, *, key: str = "") -> None: ...
 
-
-class StatusSink(Protocol):
+class StatusSink(WarnedSink, Protocol):
     """Where the overlay writes (the cache's overlay sink): statuses for pods others own."""
 
     def replace(self, statuses: Mapping[str, Mapping[str, Any]]) -> None: ...
@@ -407,8 +405,6 @@ class StatusSink(Protocol):
     def pod(self, uid: str) -> PodVersion | None: ...
 
     def mark_synced(self) -> None: ...
-
-    def warn(self, warning: str | None, *, key: str = "") -> None: ...
 
 
 S = TypeVar("S", bound=_Sink)
