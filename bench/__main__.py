@@ -1,8 +1,8 @@
 """`python -m bench [WORKLOAD|all] [--quick] [--sweep]`, WORKLOAD one of source, requests, lists,
-sse, fanout, memory, startup, starved, cli, bridge: the workloads of BENCHMARKS.md (W1, W3-W7,
-the bridge), each beside a floor measured in the same run; prints a table and writes
-bench/results.json. `--quick` runs every workload small (CI runs it; nothing is asserted);
-`--sweep` runs W4's rate sweep instead of its fixed rate."""
+sse, fanout, memory, footprint, startup, starved, cli, bridge: the workloads of BENCHMARKS.md (W1,
+W3-W7, memory per source, the bridge), each beside a floor measured in the same run; prints a table
+and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is
+asserted); `--sweep` runs W4's rate sweep instead of its fixed rate."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from bench import bridge, cli, fanout, httpmetrics, memory, source, sse, workloads
+from bench import bridge, cli, fanout, footprint, httpmetrics, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,6 +38,9 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "settle": 1.0,
         },
     ),
+    # Memory per source: 110 pods (the kubelet's default maximum), 1,000 and 5,000, each source
+    # alone; ~10 minutes.
+    "footprint": ({"counts": [110, 1000, 5000]}, {"counts": [20, 60], "settle": 1.0}),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
     # W3 extended: the unmasked Lists of every surface, up to 5,000 pods (past the 16 MiB memo).
     "lists": (
@@ -110,6 +113,7 @@ RUNNERS = {
     "source": source.run,
     "startup": workloads.startup,
     "memory": memory.run,
+    "footprint": footprint.run,
     "requests": workloads.requests,
     "lists": workloads.lists,
     "httpmetrics": httpmetrics.run,
@@ -221,7 +225,7 @@ def table(results: dict[str, Any]) -> list[str]:
         for r in results["memory"]:
             name = f"W5 {r['pods']} pods"
             row(name, "RSS 1 s after Lists MiB", r["rss_after_lists_mib"], r["target_mib"])
-            row(name, "idle RSS MiB (vs 3x+80 target)", r["idle_rss_mib"], r["target_mib"])
+            row(name, "idle RSS MiB (vs 3x+60 MB)", r["idle_rss_mib"], r["target_mib"])
             row(name, "idle RSS vs bare holder MiB", r["idle_rss_mib"], r["floor_rss_mib"])
             row(name, f"RSS, {r['watchers']} watchers MiB", r["rss_with_watchers_mib"], r["target_mib"])
             row(name, "KiB per watcher vs bare stream", r["per_watcher_kib"], r["floor_per_stream_kib"])
@@ -229,6 +233,13 @@ def table(results: dict[str, Any]) -> list[str]:
             row(name, "cycles: 2nd half's peak - 1st's", r["cycle_growth_mib"])
             row(name, "RSS after churn MiB (target)", r["rss_after_churn_mib"], r["after_churn_target_mib"])
             row(name, "List server CPU µs/pod", r["list_cpu_us_per_pod"], r["list_floor_cpu_us_per_pod"])
+    if "footprint" in results:
+        for r in results["footprint"]:
+            name = f"memory {r['source']} {r['pods']} pods"[:28]
+            row(name, "RSS MiB (vs the List's pb)", r["rss_mib"], r["pb_mib"])
+            row(name, "USS MiB", r["uss_mib"])
+            if r["per_1000_mib"] is not None:
+                row(name, "RSS per 1,000 pods (vs pb)", r["per_1000_mib"], r["pb_per_1000_mib"])
     if "startup" in results:
         r = results["startup"]
         name = f"W6 {r['files']} manifests"
