@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from pods_api.client.gojson import go_json
+from pods_api.core.api.printer import TAB_MIN_WIDTH, TAB_PADDING
 
 _SLICE = re.compile(r"^(-?\d*)(:-?\d*)?(:-?\d*)?$")
 _DICT_KEY = re.compile(r"^'([^']*)'$")
@@ -553,10 +554,6 @@ def go_value(value: Any) -> str:
     return jsonpath_text(value)
 
 
-# kubectl's tabwriter: cells at least 6 wide with 3 spaces of padding, the last one unpadded.
-_MIN_WIDTH, _PADDING = 6, 3
-
-
 @dataclass(frozen=True)
 class CustomColumnsPrinter:
     """`-o custom-columns=HEADER:PATH,...`: one row per pod, `<none>` where a path finds nothing."""
@@ -617,9 +614,9 @@ def tabwrite(text: str) -> str:
                 continue
             write(first, at)
             start = at
-            width = _MIN_WIDTH
+            width = TAB_MIN_WIDTH
             while at < last and column < len(lines[at]) - 1:
-                width = max(width, len(lines[at][column]) + _PADDING)
+                width = max(width, len(lines[at][column]) + TAB_PADDING)
                 at += 1
             remembered.extend(widths[len(remembered) :])
             if len(remembered) == column:

@@ -23,7 +23,7 @@ from pods_api.client.formats import Format
 from pods_api.client.gojson import go_json
 from pods_api.client.pod import Pod
 from pods_api.core.api.messageview import pod_view
-from pods_api.core.api.printer import POD_COLUMNS, pod_row, pod_text_table
+from pods_api.core.api.printer import POD_COLUMNS, column_width, pod_row, pod_text_table
 
 if TYPE_CHECKING:  # a template's printer is parsed (and its module loaded) only for -o jsonpath=...
     from pods_api.client.jsonpath import Printer
@@ -154,8 +154,7 @@ class EventPrinter:
         return "".join(self._line(cells) for cells in rows)
 
     def _grow(self, cells: list[str]) -> None:
-        # kubectl's tabwriter: at least 6 wide, 3 spaces of padding, the last cell unpadded.
-        widths = [max(6, len(c) + 3) for c in cells[:-1]]
+        widths = [column_width((c,)) for c in cells[:-1]]  # the last cell unpadded
         self._widths = [max(a, b) for a, b in zip(widths, self._widths or widths, strict=True)]
 
     def _line(self, cells: list[str]) -> str:

@@ -17,10 +17,13 @@ from typing import Any, Protocol
 
 __all__ = [
     "POD_COLUMNS",
+    "TAB_MIN_WIDTH",
+    "TAB_PADDING",
     "Column",
     "Fields",
     "PodRow",
     "PrintedPod",
+    "column_width",
     "human_duration",
     "pod_row",
     "pod_text_table",
@@ -437,11 +440,22 @@ def printed_pod(pod: Pod) -> PrintedPod:
     )
 
 
+# kubectl's tabwriter (its printers' `tabwriter.NewWriter(out, 6, 4, 3, ' ', 0)`): a cell is at
+# least 6 wide and 3 wider than the widest in its column; the last cell of a line is unpadded.
+# Every table the CLI prints lays its columns out by these (client/jsonpath.py, client/output.py).
+TAB_MIN_WIDTH, TAB_PADDING = 6, 3
+
+
+def column_width(cells: Iterable[str]) -> int:
+    """The width kubectl's tabwriter gives a column of these cells."""
+    return max(TAB_MIN_WIDTH, max((len(c) for c in cells), default=0) + TAB_PADDING)
+
+
 def render_text_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns the way kubectl's tabwriter lays them out: left-aligned, each at least 6 wide and
-    3 wider than its widest cell; the last column unpadded; headers upper-cased."""
+    """Columns the way kubectl's tabwriter lays them out (one block: every line has every
+    column): left-aligned, the last column unpadded; headers upper-cased."""
     lines = [[h.upper() for h in headers], *([str(c) for c in row] for row in rows)]
-    widths = [max(6, max(len(line[i]) for line in lines) + 3) for i in range(len(headers) - 1)]
+    widths = [column_width(line[i] for line in lines) for i in range(len(headers) - 1)]
     out = []
     for line in lines:
         padded = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
