@@ -57,15 +57,15 @@ class Lists:
             # all: the API server leaves the count out then (storage.PrepareContinueToken).
             remaining = 0
         if media in params.TABLES:
-            rows = [(p, p.revision) for p in chosen]
             # Its AGE cells are the time of the call: one Table per second serves every call of
-            # that second (kubectl's ages count whole seconds at the finest).
+            # that second (kubectl's ages count whole seconds at the finest). Nothing per pod is
+            # made for a call the memo answers.
             version = params.table_version(media)
             key = ("kube-table", version, view.key, include, start, limit, int(time.time()))
             body = snapshot.memo(
                 key,
                 lambda: kubeobjects.table(
-                    rows,
+                    [(p, p.revision) for p in chosen],
                     snapshot.revision,
                     include,
                     continue_=token,
