@@ -39,7 +39,7 @@ FULL_STARTS = 200_000
 CLIENTS = 4
 # Seconds to wait before reading a settled RSS: the server trims its heap every TRIM_EVERY.
 SETTLE = TRIM_EVERY + 2.0
-# The idle target's fixed part (issue 21): 60 MB, in MiB; the target is 3x the pods' bytes + this.
+# The idle target's fixed part: 60 MB, in MiB; the target is 3x the pods' bytes + this.
 TARGET_FIXED_MIB = 60e6 / 2**20
 _LOOKUP_WATCH = f"/{lookup_pb.DESCRIPTOR.services_by_name['PodLookup'].full_name}/WatchPods"
 _NO_POD = lookup_pb.WatchPodsRequest(label_selector="bench-idle-watcher=none").SerializeToString()
