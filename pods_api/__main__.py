@@ -1,3 +1,3 @@
-from pods_api.serve.cli import main
+from pods_api.serve.cli import entry
 
-main()
+entry()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import faulthandler
 import functools
 import logging
@@ -258,6 +259,29 @@ def main(argv: list[str] | None = None) -> None:
     except (StartupError, OSError, ValueError) as exc:
         print(f"pods-api: {exc}", file=sys.stderr)
         raise SystemExit(getattr(exc, "exit_code", 1)) from None
+
+
+def entry() -> None:
+    """The `pods-api` command (pyproject's script): `main`. A client command then ends the process
+    once its output is flushed, without the interpreter's teardown: freeing every module and
+    object it loaded was ~15 ms of a 1,000-pod `get pods`' ~160 ms of CPU, and a probe
+    (`check`) runs every few seconds. Its channel is closed and it holds no other open file
+    for writing, so nothing is lost. `serve` ends as Python does (logging's handlers flushed)."""
+    argv = sys.argv[1:]
+    if _command(argv) in (None, "serve"):
+        main(argv)
+        return
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        if not isinstance(exc.code, int | None):
+            raise  # a message: Python prints it
+        code = exc.code or 0
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError):  # the reader left (`| head`): not wanted
+            stream.flush()
+    os._exit(code)
 
 
 def _command(argv: list[str]) -> str | None:
