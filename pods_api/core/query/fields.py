@@ -58,6 +58,20 @@ POD_FIELDS: dict[str, FieldGetter] = {
     "status.podIP": _pod_ip,
     "status.nominatedNodeName": path_getter("status", "nominatedNodeName"),
 }
+# What the API server lets core/v1 Events be selected by (pkg/registry/core/event
+# ToSelectableFields): `kubectl describe` asks for a pod's by involvedObject name, namespace, uid.
+EVENT_FIELDS: dict[str, FieldGetter] = {
+    "metadata.name": path_getter("metadata", "name"),
+    "metadata.namespace": path_getter("metadata", "namespace"),
+    **{
+        f"involvedObject.{key}": path_getter("involvedObject", key)
+        for key in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    },
+    "reason": path_getter("reason"),
+    "reportingComponent": path_getter("reportingComponent"),
+    "source": path_getter("source", "component"),
+    "type": path_getter("type"),
+}
 # Old clients' names the API server still accepts.
 FIELD_ALIASES = {"spec.host": "spec.nodeName"}
 
@@ -134,9 +148,12 @@ def _terms(text: str) -> Iterator[tuple[str, int]]:
     yield text[start:], start
 
 
-def parse_fields(text: str, selectable: Mapping[str, FieldGetter] = POD_FIELDS) -> FieldSelector:
+def parse_fields(
+    text: str, selectable: Mapping[str, FieldGetter] = POD_FIELDS, kind: str = "pods"
+) -> FieldSelector:
     """A field selector on pods; raises SelectorError. The empty string selects everything.
-    `selectable`: the fields that may be selected by, and how to read each from the JSON."""
+    `selectable`: the fields that may be selected by, and how to read each from the JSON, of
+    objects of this kind (as errors name them)."""
     check_length("field", text)
     requirements: list[FieldRequirement] = []
     for term, at in _terms(text) if text else ():
@@ -155,7 +172,7 @@ def parse_fields(text: str, selectable: Mapping[str, FieldGetter] = POD_FIELDS) 
                 "field",
                 text,
                 at,
-                f"field label not supported: {name!r}; pods can be selected by {', '.join(selectable)}",
+                f"field label not supported: {name!r}; {kind} can be selected by {', '.join(selectable)}",
             )
         value = _unescape(text, raw, at + found.end())
         requirements.append(FieldRequirement(name, op == "!=", value, selectable[name]))

@@ -20,6 +20,7 @@ Everything runs on one event loop; no method awaits.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import threading
 import time
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pods_api.core.api.codec import CodecError
+from pods_api.core.store.events import NodeEvents, Observation
 from pods_api.core.store.identity import IdentityPolicy, Overlay, Served
 from pods_api.core.store.index import (
     BY_CONTAINER_ID,
@@ -87,6 +89,11 @@ class _Sink(Gate):
         else:
             self._cache.warnings.pop(self.name, None)
 
+    def observe(self, seen: Observation) -> None:
+        """Something the node saw happen to a served pod's container (core/store/events.py)."""
+        self._check_thread()
+        self._cache.events.record(seen)
+
 
 class SourceSink(_Sink):
     """What a source writes to: its pods, by their own UIDs. Which of them are served, and
@@ -130,6 +137,11 @@ class SourceSink(_Sink):
         """The source has delivered its first complete state."""
         self._check_thread()
         self.set_open()
+
+    def observe(self, seen: Observation) -> None:
+        """As the base, under the UID the pod is served as (which the client asks by)."""
+        served = self.served_as.get(seen.involved.uid, seen.involved.uid)
+        super().observe(dataclasses.replace(seen, involved=dataclasses.replace(seen.involved, uid=served)))
 
 
 class OverlaySink(_Sink):
@@ -232,6 +244,8 @@ class PodCache:
         self.warnings: dict[str, str] = {}
         self._overlays: dict[str, OverlaySink] = {}
         self._snapshot: Snapshot | None = None
+        # What sources observed happen to containers (SourceSink.observe); read-only outside.
+        self.events = NodeEvents()
         for index in default_indexes() if indexes is None else indexes:
             self.add_index(index)
 

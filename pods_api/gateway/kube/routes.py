@@ -8,7 +8,8 @@ author already has (kubectl, client-go informers, the `kubernetes` Python client
     GET /api/v1/watch/pods, /api/v1/watch/namespaces/{ns}/pods[/{name}]
                                               the watches, by the paths the API server still
                                               serves though deprecated since 1.11
-    GET /api/v1[/namespaces/{ns}]/events      an empty EventList, for `kubectl describe`
+    GET /api/v1[/namespaces/{ns}]/events      what the node observed of its containers, for
+                                              `kubectl describe` (gateway/kube/events.py)
     GET /openapi/v3[/api/v1]                  the OpenAPI v3 documents (gateway/kube/openapiv3.py)
     POST the self-reviews                     `kubectl auth can-i|whoami` (gateway/kube/reviews.py)
 
@@ -44,6 +45,7 @@ from pods_api.gateway import formats
 from pods_api.gateway.admission import GET, LIST, WATCH, Call, named
 from pods_api.gateway.front import CallRoute, Surface, unreachable
 from pods_api.gateway.kube import errors as kubeerrors
+from pods_api.gateway.kube import events as kubeevents
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube import openapiv3, params, reviews, watching
 from pods_api.gateway.kube.apidoc import (
@@ -137,8 +139,8 @@ class KubeRoutes:
         route("/api/v1/namespaces/{namespace}", cluster.namespace, include_in_schema=False)
         route("/api/v1/nodes", cluster.nodes, include_in_schema=False)
         route("/api/v1/nodes/{name}", cluster.node, include_in_schema=False)
-        route("/api/v1/events", self.events, include_in_schema=False)
-        route("/api/v1/namespaces/{namespace}/events", self.events, include_in_schema=False)
+        route("/api/v1/events", self.all_events, include_in_schema=False)
+        route("/api/v1/namespaces/{namespace}/events", self.namespaced_events, include_in_schema=False)
         route("/openapi/v3", openapiv3.root, include_in_schema=False)
         route("/openapi/v3/{path:path}", openapiv3.group_version, include_in_schema=False)
         reviews_at = {
@@ -290,18 +292,13 @@ class KubeRoutes:
             return Response(kubeobjects.pod_bytes(pod, pod.revision), media_type=formats.JSON)
         return params.render(request, kubeobjects.pod_object(pod, pod.revision), media)
 
-    async def events(self) -> Response:
-        """`kubectl describe pod` lists the pod's events: this server records none (the
-        kubelet sends its own to the API server), so the list is empty, at the cache's
-        revision. Not in discovery: `kubectl get events` still says there are none to get."""
-        revision = self.core.cache.snapshot().revision
-        body = {
-            "kind": "EventList",
-            "apiVersion": "v1",
-            "metadata": {"resourceVersion": str(revision)},
-            "items": [],
-        }
-        return Response(orjson.dumps(body), media_type=formats.JSON)
+    async def all_events(self, request: Request) -> Response:
+        """What this node observed of its containers (gateway/kube/events.py)."""
+        return await kubeevents.events(self.core, request, None)
+
+    async def namespaced_events(self, request: Request, namespace: str) -> Response:
+        """`kubectl describe pod` lists the pod's events here, by its name and uid."""
+        return await kubeevents.events(self.core, request, namespace)
 
 
 # The declarations take no typed parameters: the query is read as the API server reads it

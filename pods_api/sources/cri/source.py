@@ -53,10 +53,12 @@ from pods_api.core.api.codec import CodecError
 from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.store.cache import SourceSink
+from pods_api.core.store.events import Observation
 from pods_api.core.store.identity import CONFIG_SOURCE, STATIC_CONFIG_SOURCES
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.cri import status as cristatus
+from pods_api.sources.cri.observed import Observer
 from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
 from pods_api.sources.staleness import ConnectedGauge, Staleness, WarnedSink, after_missed
 
@@ -394,6 +396,8 @@ def standalone_pod(
 class _Sink(WarnedSink, Protocol):
     def mark_synced(self) -> None: ...
 
+    def observe(self, seen: Observation) -> None: ...
+
 
 class StatusSink(WarnedSink, Protocol):
     """Where the overlay writes (the cache's overlay sink): statuses for pods others own."""
@@ -405,6 +409,8 @@ class StatusSink(WarnedSink, Protocol):
     def pod(self, uid: str) -> PodVersion | None: ...
 
     def mark_synced(self) -> None: ...
+
+    def observe(self, seen: Observation) -> None: ...
 
 
 S = TypeVar("S", bound=_Sink)
@@ -438,9 +444,20 @@ class _RuntimeFollower(Generic[S]):
         self._stale_after = after_missed(relist, CALL_TIMEOUT) if stale_after is None else stale_after
         self._staleness = Staleness(self.name, stale_after=self._stale_after, on_connected=on_connected)
         self._staleness.upstream = f"the runtime at {socket}"
+        # Across reconnections: a container already told of is not told again.
+        self._observer = Observer()
 
     def publish(self, sink: S, view: RuntimeView) -> None:
         raise NotImplementedError
+
+    def serves(self, sink: S) -> Callable[[str], bool]:
+        """Whether the pod of this UID is served (its containers' events are then told)."""
+        return lambda uid: True
+
+    def tell(self, sink: S, view: RuntimeView) -> None:
+        """The events this relist shows (sources/cri/observed.py), after its pods or statuses."""
+        for seen in self._observer.changes(view.sandboxes, view.containers, self.serves(sink)):
+            sink.observe(seen)
 
     async def run(self, sink: S) -> None:
         with self._staleness.running(sink):
@@ -486,6 +503,7 @@ class _RuntimeFollower(Generic[S]):
                     wake.clear()
                     view = await reader.relist()
                     self.publish(sink, view)
+                    self.tell(sink, view)
                     sink.mark_synced()
                     self._staleness.current()
                     with contextlib.suppress(TimeoutError):
@@ -576,6 +594,9 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
         # The static pods last reported, by (uid, namespace, name, config source): the same
         # objects again while nothing changed.
         self._static: dict[tuple[str, str, str, str], PodVersion] = {}
+
+    def serves(self, sink: StatusSink) -> Callable[[str], bool]:
+        return lambda uid: sink.pod(uid) is not None
 
     def publish(self, sink: StatusSink, view: RuntimeView) -> None:
         # Which uid each static pod runs under first: its status is then computed for that uid.
