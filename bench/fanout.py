@@ -417,6 +417,8 @@ def _figures(
         out[f"{kind}_p50_ms"] = _percentile(delays, 0.5)
         out[f"{kind}_p99_ms"] = _percentile(delays, 0.99)
         out[f"{kind}_cut_off"] = len(r["cut_off"])
+        out[f"{kind}_lost"] = r["lost"]
+        out[f"{kind}_converged"] = len(r["converge_s"])
     every.sort()
     frames = len(every)
     cut: dict[str, int] = {}
