@@ -108,7 +108,7 @@ class Delays(Collector):
     """A histogram observed on one thread (the event loop's) and read at scrape time: for the
     fan-out delay, observed once per frame of every watcher. prometheus_client's Histogram takes
     a lock for its bucket and another for its sum on each observation (2.4 µs; this is 0.5 µs),
-    which was 4% of a starved server's CPU per frame (W7). A scrape from another thread copies
+    which was 3% of a starved server's CPU per frame (W7). A scrape from another thread copies
     the counts in one step; its sum may lag them by the observation under way."""
 
     def __init__(self, name: str, documentation: str, bounds: tuple[float, ...]) -> None:
