@@ -4,7 +4,6 @@ kubectl's jsonpath prints a map or a list)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 # Go's encoding/json escapes these inside strings (HTML safety; U+2028/9 for JavaScript), and
@@ -14,6 +13,8 @@ _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u202
 
 def go_json(obj: Any, *, indent: int | None = 4) -> str:
     """JSON as kubectl prints it (indented) or as one line (indent=None), keys sorted."""
+    import json  # here: a table, which imports this module for -o json, need not load it
+
     separators = (",", ":") if indent is None else (",", ": ")
     text = json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False, separators=separators)
     for char, escape in _GO_ESCAPES.items():
