@@ -28,6 +28,7 @@ from pods_api.core.api.schema import Field, MessageSchema, Special, pod_schema, 
 __all__ = [
     "CodecError",
     "Decoded",
+    "check_renders",
     "pod_from_bytes",
     "pod_from_message",
     "pod_to_bytes",
@@ -66,6 +67,15 @@ def pod_from_message(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     _render_into(msg, pod_schema(), out)
     return out
+
+
+def check_renders(msg: k8s_core_v1_pb2.Pod) -> None:
+    """Raises the CodecError pod_from_message would raise for `msg`, without rendering it: a
+    parsed message renders to JSON unless a managedFields entry's fieldsV1 holds bytes that are
+    not JSON (FieldsV1 is only there)."""
+    for entry in msg.metadata.managedFields:
+        if entry.fieldsV1.Raw:
+            _fields_v1(entry.fieldsV1.Raw)
 
 
 def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any]) -> bool:
@@ -161,8 +171,12 @@ def _render_special(special: Special, msg: Any) -> Any:
     # FieldsV1: its bytes are a JSON object, printed as itself.
     if not msg.Raw:
         return _ABSENT
+    return _fields_v1(msg.Raw)
+
+
+def _fields_v1(raw: bytes) -> Any:
     try:
-        return orjson.loads(msg.Raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise CodecError("", "a fieldsV1 value holds bytes that are not JSON") from None
 

@@ -421,8 +421,8 @@ def _config_source(pod: PodVersion) -> str | None:
 
 
 def _annotations(pod: PodVersion) -> Mapping[str, Any]:
-    annotations: Mapping[str, Any] = pod.json.get("metadata", {}).get("annotations") or {}
-    return annotations
+    # From the message, not the JSON, which a bridged pod may not have rendered.
+    return pod.message.metadata.annotations
 
 
 def _has(value: Any) -> bool:

@@ -139,9 +139,9 @@ class PodIPIndex(KeyIndex):
         super().__init__(BY_POD_IP)
 
     def keys(self, pod: PodVersion) -> dict[Any, Any]:
-        status = pod.json.get("status") or {}
-        ips = [entry.get("ip") for entry in status.get("podIPs") or []] + [status.get("podIP")]
-        return {_canonical_ip(ip): None for ip in ips if isinstance(ip, str) and ip}
+        status = pod.message.status  # not the JSON, which a bridged pod may not have rendered
+        ips = [entry.ip for entry in status.podIPs] + [status.podIP]
+        return {_canonical_ip(ip): None for ip in ips if ip}
 
     def lookup(self, value: Any) -> list[tuple[str, Any]]:
         holders = self._map.get(value)  # the canonical spelling, as asked nearly always: no parse
@@ -162,12 +162,12 @@ def _split_id(container_id: str) -> tuple[str, str]:
 
 def container_ids(pod: PodVersion) -> Iterator[tuple[str, ContainerRef]]:
     """(bare ID, which container) for every container ID the pod's status names."""
-    status = pod.json.get("status") or {}
+    status = pod.message.status  # not the JSON, which a bridged pod may not have rendered
     for list_name in CONTAINER_LISTS:
-        for entry in status.get(list_name) or []:
-            full = entry.get("containerID")
-            if isinstance(full, str) and full:
-                yield _split_id(full)[1], ContainerRef(entry.get("name", ""), list_name, full)
+        for entry in getattr(status, list_name):
+            full = entry.containerID
+            if full:
+                yield _split_id(full)[1], ContainerRef(entry.name, list_name, full)
 
 
 class ContainerIDIndex(KeyIndex):

@@ -3,9 +3,10 @@
 A version keeps only what is served and what is needed to diff: its protobuf bytes, already
 framed as field 1 of a message (`0x0a <varint length> <pb>`: a GetPodResponse as it is, and a
 ListPodsResponse is the concatenation of its pods' framed bytes), and its compact Kubernetes
-JSON. The protobuf message and the JSON dict tree (together ~4x the bytes) are made again from
-those bytes when something needs them (a new mask, a selector, the identity policy, an index),
-which is once per version and reader, never per request.
+JSON (for a version from upstream bytes, rendered when first read: a bridge serving only gRPC
+never renders it). The protobuf message and the JSON dict tree (together ~4x the bytes) are made
+again from those bytes when something needs them (a new mask, a selector, the identity policy,
+an index), which is once per version and reader, never per request.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 from google.protobuf.message import DecodeError
 
-from pods_api.core.api.codec import CodecError, pod_from_message, pod_to_message
+from pods_api.core.api.codec import CodecError, check_renders, pod_from_message, pod_to_message
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.query.fieldmask import FieldMask
 from pods_api.core.query.view import View
@@ -29,6 +30,10 @@ MAX_POD_BYTES = 1536 * 1024
 # Masked encodings kept per pod version. Clients use a handful of masks; the bound keeps a
 # client cycling through masks from holding memory per pod.
 MASKED_PER_POD = 8
+
+# A pod's compact JSON is about twice its protobuf (5.7 against 2.9 KiB for bench/pods.py's
+# pods): what a budget counts for a JSON not rendered yet.
+JSON_PER_PB = 2
 
 # The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
 _FIELD_1 = b"\x0a"
@@ -50,11 +55,33 @@ class Masked:
     """A pod's encoding as one mask shows it (or unmasked): framed protobuf and compact JSON."""
 
     framed: bytes  # `0x0a <varint len> <pb>`
-    json_bytes: bytes
+    # The compact JSON; None until first read for a version made from upstream bytes, which a
+    # gRPC-only server never renders (json_bytes renders it).
+    _json: bytes | None
 
     @classmethod
     def of(cls, pb: bytes, json_bytes: bytes) -> Masked:
         return cls(frame(pb), json_bytes)
+
+    @property
+    def json_bytes(self) -> bytes:
+        """The compact Kubernetes JSON, rendered from the protobuf bytes on first read if it
+        was not made with them."""
+        if self._json is None:
+            self._json = orjson.dumps(pod_from_message(k8s_core_v1_pb2.Pod.FromString(self.pb)))
+        return self._json
+
+    @property
+    def held(self) -> int:
+        """The bytes of encodings this holds: the framed protobuf and the JSON once rendered."""
+        return len(self.framed) + (len(self._json) if self._json is not None else 0)
+
+    @property
+    def encoded(self) -> int:
+        """The bytes of both encodings, the JSON's estimated until it is rendered: what a budget
+        for the Lists of both surfaces leaves room for, without rendering anything."""
+        framed = len(self.framed)
+        return framed + (len(self._json) if self._json is not None else JSON_PER_PB * framed)
 
     @property
     def pb(self) -> bytes:
@@ -129,15 +156,18 @@ class PodVersion(Masked):
     def from_bytes(cls, data: bytes, message: k8s_core_v1_pb2.Pod | None = None) -> PodVersion:
         """From a v1.Pod's wire bytes (what the kubelet sends), kept exactly: an unmasked reader
         gets these very bytes, never our re-encoding. The message (parsed here unless given,
-        and then it must be `data` parsed) is only for indexing, masks and JSON. Raises
-        CodecError."""
+        and then it must be `data` parsed) gives the identity; the JSON is rendered when first
+        read (a mask, a selector, an HTTP reader), so a bridge serving gRPC alone passes each
+        pod on without rendering it. Raises CodecError, also for what the JSON could not
+        render, so that nothing accepted here fails later."""
         if message is None:
             try:
                 message = k8s_core_v1_pb2.Pod.FromString(data)
             except DecodeError as exc:
                 raise CodecError("", f"not a v1.Pod in protobuf: {exc}") from None
+        check_renders(message)
         meta = message.metadata
-        return cls(frame(data), orjson.dumps(pod_from_message(message)), meta.uid, meta.name, meta.namespace)
+        return cls(frame(data), None, meta.uid, meta.name, meta.namespace)
 
     @classmethod
     def from_json(cls, obj: Any, warnings: list[str] | None = None) -> PodVersion:

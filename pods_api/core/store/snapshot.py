@@ -48,7 +48,7 @@ class Snapshot:
     _in_use: weakref.WeakValueDictionary[Any, Any] = field(default_factory=weakref.WeakValueDictionary)
 
     def __post_init__(self) -> None:
-        held = sum(len(pod.framed) + len(pod.json_bytes) for pod in self.pods)
+        held = sum(pod.encoded for pod in self.pods)
         self._memo = LRU(MEMO_PER_SNAPSHOT, _weight, max(MEMO_BYTES, POD_BYTES_FACTOR * held))
 
     def memo(self, key: Any, make: Callable[[], T]) -> T:

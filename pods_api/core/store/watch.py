@@ -60,9 +60,9 @@ class PodEvent:
 
     def held(self) -> int:
         """The bytes of pod encodings this event keeps alive (its pod and the one it replaces)."""
-        size = len(self.pod.framed) + len(self.pod.json_bytes)
+        size = self.pod.held
         if self.previous is not None:
-            size += len(self.previous.framed) + len(self.previous.json_bytes)
+            size += self.previous.held
         return size
 
 
