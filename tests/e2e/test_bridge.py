@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -40,6 +41,21 @@ def frames(events: list[WatchEvent]) -> list[tuple[EventType, bytes | None]]:
     return [(e.type, e.pod and e.pod.raw) for e in events]
 
 
+def http_get(served: Served, path: str) -> Any:
+    transport = httpx.HTTPTransport(uds=str(served.http_socket))
+    with httpx.Client(transport=transport, base_url="http://localhost", timeout=TIMEOUT) as http:
+        response = http.get(path)
+    response.raise_for_status()
+    return response.json()
+
+
+def pods_json(served: Served, path: str) -> list[Any]:
+    items = http_get(served, path)["items"]
+    for item in items:
+        item["metadata"].pop("resourceVersion", None)
+    return list(items)
+
+
 async def next_events(stream: AsyncIterator[WatchEvent], n: int) -> list[WatchEvent]:
     async with asyncio.timeout(TIMEOUT):
         return [await anext(stream) for _ in range(n)]
@@ -68,6 +84,13 @@ async def test_bridge_serves_upstreams_bytes(tmp_path: Path) -> None:
         get = f"/{Contract.KUBELET.value}/GetPod"
         request = GetPodRequest(podUID=uid_of(fixtures / WEB)).SerializeToString()
         assert raw_call(b, get, request) == raw_call(a, get, request)
+        # B renders a pod's JSON only when a reader asks: then it is A's, on every JSON surface
+        # (each server's own revision is the Kubernetes view's resourceVersion).
+        assert http_get(b, f"/v1/pods/{uid_of(fixtures / WEB)}") == http_get(
+            a, f"/v1/pods/{uid_of(fixtures / WEB)}"
+        )
+        for path in ("/v1/pods", "/api/v1/pods"):
+            assert pods_json(b, path) == pods_json(a, path)
 
         async with Client(a.socket) as ca, Client(b.socket) as cb:
             wa, wb = ca.watch(), cb.watch()
