@@ -132,11 +132,11 @@ def _of(cls_name: str, module: str) -> list[Any]:
 
 
 def _version_bytes(pod: Any) -> int:
-    """What one pod version holds in bytes objects: its framed protobuf, its JSON, its identity
-    and every masked encoding kept with it."""
-    held = len(pod.framed) + len(pod.json_bytes) + len(pod._identity or b"")
+    """What one pod version holds in bytes objects: its framed protobuf, its JSON (if rendered:
+    reading `json_bytes` would render it), its identity and every masked encoding kept with it."""
+    held = len(pod.framed) + len(pod._json or b"") + len(pod._identity or b"")
     if pod._masked is not None:
-        held += sum(len(m.framed) + len(m.json_bytes) for m in pod._masked._items.values())
+        held += sum(len(m.framed) + len(m._json or b"") for m in pod._masked._items.values())
     return held
 
 
@@ -152,7 +152,7 @@ def holders() -> dict[str, Any]:
         served_ids.update(id(p) for p in served)
         out["pods_served"] = len(served)
         out["pods_served_mib"] = sum(_version_bytes(p) for p in served) / MIB
-        out["pods_served_unmasked_mib"] = sum(len(p.framed) + len(p.json_bytes) for p in served) / MIB
+        out["pods_served_unmasked_mib"] = sum(len(p.framed) + len(p._json or b"") for p in served) / MIB
         out["pods_served_pb_mib"] = sum(len(p.framed) for p in served) / MIB
         ring = [event for event, _ in cache._ring]
         out["ring_events"] = len(ring)
@@ -173,9 +173,8 @@ def holders() -> dict[str, Any]:
     out["snapshot_memos_mib"] = sum(s._memo._weight for s in snapshots) / MIB
     out["snapshot_memo_entries"] = sum(len(s._memo) for s in snapshots)
     streams = _of("WatchStreams", "pods_api.core.store.stream")
-    frames = [f for s in streams for f in s._frames._items.values() if f is not None]
-    out["frames_kept"] = len(frames)
-    out["frames_mib"] = sum(len(f) for f in frames) / MIB
+    out["frames_kept"] = sum(s.frames_held[0] for s in streams)
+    out["frames_mib"] = sum(s.frames_held[1] for s in streams) / MIB
     watchers = _of("Watcher", "pods_api.core.store.watch")
     out["watchers"] = len(watchers)
     out["watcher_queued_events"] = sum(len(w._queue) + len(w._pending) for w in watchers)

@@ -51,6 +51,11 @@ class LRU(Generic[K, V]):
         while len(self._items) > self._size or self._weight > self._max_weight:
             self._weight -= self._weigh(self._items.popitem(last=False)[1])
 
+    @property
+    def weight(self) -> int:
+        """The weight of what is kept (0 without `weigh`)."""
+        return self._weight
+
     def __contains__(self, key: K) -> bool:
         return key in self._items
 

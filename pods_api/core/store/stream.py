@@ -33,6 +33,12 @@ from pods_api.core.store.watch import EventType, PodEvent, Watcher
 # events to every watcher of a busy node in the few encodings and views in use, bounded so a
 # client cycling through masks cannot grow it, and a quiet server holds little.
 FRAMES_KEPT = 2048
+# And at most this many bytes of them. A frame is needed only until every watcher has sent it,
+# and a watcher gets each event as published only while it is at most --watch-buffer events
+# behind (100 by default; past that, one event per pod): 100 events of 50 KB pods in an
+# unmasked gRPC and SSE frame each fit. By count alone, 1,768 frames of 24 KB pods held 29 MiB
+# at the soak's plateau (RELIABILITY.md); a frame evicted early is only made again.
+FRAME_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +112,18 @@ class WatchStreams:
         on_delivery: Callable[[float], None] = lambda seconds: None,
         *,
         frames_kept: int = FRAMES_KEPT,
+        frame_bytes: int = FRAME_BYTES,
     ) -> None:
         self._cache = cache
         # Told, per delivered live event, how long after the cache published it the stream
         # took it; the server points it at the fan-out delay histogram.
         self._on_delivery = on_delivery
-        self._frames: LRU[tuple[int, str, str], bytes | None] = LRU(frames_kept)
+        self._frames: LRU[tuple[int, str, str], bytes | None] = LRU(frames_kept, _frame_size, frame_bytes)
+
+    @property
+    def frames_held(self) -> tuple[int, int]:
+        """The frame cache's frames and their bytes."""
+        return len(self._frames), self._frames.weight
 
     def open(self, view: View, since: int | None = None) -> Watch:
         """A watch from a snapshot, or resuming after revision `since` (from a snapshot again
@@ -139,6 +151,10 @@ class WatchStreams:
 
     def _delivered(self, event: PodEvent) -> None:
         self._on_delivery(time.monotonic() - event.published)
+
+
+def _frame_size(frame: bytes | None) -> int:
+    return 0 if frame is None else len(frame)
 
 
 class Watch:

@@ -1,7 +1,10 @@
 """A pod version made from upstream bytes (the bridge): kept as sent, indexed from its message,
-its JSON rendered only when something reads it, and refused at once if that JSON could not be."""
+its JSON rendered only when something reads it, and refused at once if that JSON could not be;
+and what any version holds in memory for its bytes."""
 
 from __future__ import annotations
+
+import tracemalloc
 
 import orjson
 import pytest
@@ -9,6 +12,8 @@ from builders import stored
 
 from pods_api.core.api.codec import CodecError, pod_from_bytes
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
+from pods_api.core.query.fieldmask import parse_mask
+from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.watch import WatchHub
@@ -59,3 +64,32 @@ def test_upstream_bytes_whose_json_could_not_render_are_refused_at_once() -> Non
     good.Raw = b'{"f:metadata":{}}'
     version = PodVersion.from_bytes(k8s_core_v1_pb2.Pod(metadata=meta).SerializeToString())
     assert version.json["metadata"]["managedFields"][0]["fieldsV1"] == {"f:metadata": {}}
+
+
+VERSIONS = 50
+# A pod of long strings (an annotation of 24 KB, as large annotations are), where the
+# encoder's reserve for escaping is largest.
+PAD = "x" * 24_000
+
+
+def _held() -> tuple[list[PodVersion], int]:
+    """VERSIONS versions and one masked encoding of each; the bytes traced while they live."""
+    tracemalloc.start()
+    try:
+        versions = [stored(f"uid-{i}", annotations={"pad": PAD}) for i in range(VERSIONS)]
+        masked = [v.masked(View(mask=parse_mask("status.phase"))) for v in versions]
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert masked
+    return versions, held
+
+
+def test_a_version_holds_about_its_own_bytes_and_a_masked_encoding_little() -> None:
+    """Every version lives as long as the cache serves it or the watch ring keeps it: what it
+    holds is the pods' memory per 1,000 pods (docs/deploying.md), so its encodings must cost
+    their length, not an encoder's spare capacity (orjson's was 10x for this pod)."""
+    versions, held = _held()
+    own = sum(len(v.framed) + len(v.json_bytes) for v in versions)  # the masked ones: ~100 bytes
+    # Allowed: the bytes themselves, the decoding on the way (freed), the objects around them.
+    assert held < 1.5 * own, f"{held / VERSIONS:.0f} bytes held per version of {own / VERSIONS:.0f}"

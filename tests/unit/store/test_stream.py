@@ -438,3 +438,25 @@ def test_a_deleted_frame_carries_the_identity_encoded_once_for_every_view() -> N
         assert frame.pod == identity
         last = pods_v1alpha1_pb2.WatchPodsEvent.FromString(lookup.event(EventType.DELETED, version, view, 7))
         assert last.pod == version.masked(view).pb
+
+
+async def test_the_frame_cache_holds_at_most_its_bytes_and_watchers_still_share_frames() -> None:
+    """A server that sent a burst of large pods keeps no more than the bound of their frames,
+    however many frames the count bound would allow, and two watchers of one view still get
+    the very same frame of each event."""
+    cache = PodCache(WatchHub(capacity=100, max_watchers=10))
+    bound = 64 * 1024
+    streams = WatchStreams(cache, frame_bytes=bound)
+    sink = cache.source("a")
+    pad = "x" * 8000  # a frame of ~8 KB: the bound holds 8 of them, the count bound 2,048
+    with streams.open(View.EVERYTHING) as a, streams.open(View.EVERYTHING) as b:
+        frames_a, frames_b = a.frames(PLAIN), b.frames(PLAIN)
+        await take(frames_a, 1)
+        await take(frames_b, 1)
+        for i in range(40):
+            sink.upsert(stored(str(i), annotations={"pad": pad}))
+            first = await asyncio.wait_for(anext(frames_a), TIMEOUT)
+            assert await asyncio.wait_for(anext(frames_b), TIMEOUT) is first
+        kept, held = streams.frames_held
+        assert 0 < held <= bound
+        assert kept < 40
