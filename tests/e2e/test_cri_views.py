@@ -200,3 +200,27 @@ async def test_a_container_event_brings_the_change_without_waiting_for_the_perio
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await server.stop(0)
+
+
+async def test_a_runtime_whose_container_list_is_over_4_mib_is_listed(tmp_path: Path) -> None:
+    """grpc's default 4 MiB receive limit refused the ListContainers answer of a big node on
+    every relist, so the source never synced; the kubelet's CRI client reads up to 16 MiB."""
+    runtime = FakeRuntime(2, 40, events=False)
+    for status in runtime.containers.values():
+        status.annotations["example.com/blob"] = "z" * 120_000  # 40 of 120 KB: a 4.8 MB list
+    server = await start(runtime, tmp_path / "cri.sock")
+    cache = PodCache(WatchHub(capacity=100, max_watchers=1))
+    source = CRISource(tmp_path / "cri.sock", node_name="node-1")
+    ready = asyncio.Event()
+    cache.on_readiness(lambda now_ready: now_ready and ready.set())
+    task = asyncio.get_running_loop().create_task(source.run(cache.source(source.name)))
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            await ready.wait()
+        pods = cache.snapshot().pods
+        assert sorted(len(p.json["status"]["containerStatuses"]) for p in pods) == [20, 20]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await server.stop(0)

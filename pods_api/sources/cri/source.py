@@ -69,6 +69,10 @@ DEFAULT_RELIST = 1.0
 # One CRI call; the kubelet's default --runtime-request-timeout is 2 minutes, but a node agent
 # should notice a hung runtime far sooner, and a healthy one answers in milliseconds.
 CALL_TIMEOUT = 10.0
+# The largest answer read from the runtime: the kubelet's CRI client allows 16 MiB (grpc's
+# default is 4 MiB), and a node whose ListContainers is past 4 MiB (~5,000 containers) must not
+# be one that this source can never list while the kubelet can.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
 # Reconnecting: the first retry, doubling per failure up to the cap.
 FIRST_RETRY = 0.5
 MAX_RETRY = 10.0
@@ -483,7 +487,8 @@ class _RuntimeFollower(Generic[S]):
 
     async def _session(self, sink: S) -> None:
         """One connection: relist until a call fails (raises AioRpcError)."""
-        async with grpc.aio.insecure_channel(f"unix:{self.socket}") as channel:
+        options = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
+        async with grpc.aio.insecure_channel(f"unix:{self.socket}", options=options) as channel:
             stub = cri_grpc.RuntimeServiceStub(channel)  # type: ignore[no-untyped-call]
             version = await stub.Version(cri.VersionRequest(version="v1"), timeout=CALL_TIMEOUT)
             log.info(
