@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -174,15 +175,8 @@ def test_whatever_a_runtime_reports_in_annotations_reads_without_raising(
 async def test_a_container_event_brings_the_change_without_waiting_for_the_period(tmp_path: Path) -> None:
     # A relist period of an hour: only the GetContainerEvents stream can bring the exit.
     runtime = FakeRuntime(2, 3, events=True)
-    server = await start(runtime, tmp_path / "cri.sock")
-    cache = PodCache(WatchHub(capacity=100, max_watchers=1))
-    source = CRISource(tmp_path / "cri.sock", node_name="node-1", relist=3600)
-    ready = asyncio.Event()
-    cache.on_readiness(lambda now_ready: now_ready and ready.set())
-    task = asyncio.get_running_loop().create_task(source.run(cache.source(source.name)))
-    try:
+    async with _synced(runtime, tmp_path, relist=3600) as cache:
         async with asyncio.timeout(TIMEOUT):
-            await ready.wait()
             await runtime.subscribed.wait()
             watcher = cache.hub.subscribe()
             cid = next(iter(runtime.containers))
@@ -195,11 +189,6 @@ async def test_a_container_event_brings_the_change_without_waiting_for_the_perio
             if "terminated" in s["state"]
         ]
         assert (terminated["exitCode"], terminated["containerID"]) == (3, f"fake://{cid}")
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await server.stop(0)
 
 
 async def test_a_runtime_whose_container_list_is_over_4_mib_is_listed(tmp_path: Path) -> None:
@@ -208,17 +197,24 @@ async def test_a_runtime_whose_container_list_is_over_4_mib_is_listed(tmp_path: 
     runtime = FakeRuntime(2, 40, events=False)
     for status in runtime.containers.values():
         status.annotations["example.com/blob"] = "z" * 120_000  # 40 of 120 KB: a 4.8 MB list
+    async with _synced(runtime, tmp_path) as cache:
+        pods = cache.snapshot().pods
+        assert sorted(len(p.json["status"]["containerStatuses"]) for p in pods) == [20, 20]
+
+
+@contextlib.asynccontextmanager
+async def _synced(runtime: FakeRuntime, tmp_path: Path, **options: Any) -> AsyncIterator[PodCache]:
+    """A CRI source on `runtime`, feeding a cache, once the cache is ready (its first relist)."""
     server = await start(runtime, tmp_path / "cri.sock")
     cache = PodCache(WatchHub(capacity=100, max_watchers=1))
-    source = CRISource(tmp_path / "cri.sock", node_name="node-1")
+    source = CRISource(tmp_path / "cri.sock", node_name="node-1", **options)
     ready = asyncio.Event()
     cache.on_readiness(lambda now_ready: now_ready and ready.set())
     task = asyncio.get_running_loop().create_task(source.run(cache.source(source.name)))
     try:
         async with asyncio.timeout(TIMEOUT):
             await ready.wait()
-        pods = cache.snapshot().pods
-        assert sorted(len(p.json["status"]["containerStatuses"]) for p in pods) == [20, 20]
+        yield cache
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

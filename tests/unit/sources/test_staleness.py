@@ -268,21 +268,26 @@ def runtime() -> FakeRuntime:
     return FakeRuntime(2, 2, events=False)
 
 
+def _cri(socket: Path, harness: Harness, gauge: Gauge | None = None) -> CRISource:
+    """Relisting every PERIOD (no event stream to wake it), stale past STALE_AFTER."""
+    return CRISource(
+        socket,
+        node_name="node-1",
+        relist=PERIOD,
+        follow_events=False,
+        on_error=harness.on_error,
+        on_connected=gauge,
+        stale_after=STALE_AFTER,
+    )
+
+
 async def test_a_runtime_failing_every_relist_past_its_resync_is_stale_until_a_relist_succeeds(
     runtime: FakeRuntime, harness: Harness, said: Said, tmp_path: Path
 ) -> None:
     server = await start(runtime, tmp_path / "cri.sock")
     try:
         gauge = Gauge()
-        source = CRISource(
-            tmp_path / "cri.sock",
-            node_name="node-1",
-            relist=PERIOD,
-            follow_events=False,
-            on_error=harness.on_error,
-            on_connected=gauge,
-            stale_after=STALE_AFTER,
-        )
+        source = _cri(tmp_path / "cri.sock", harness, gauge)
         pods = sorted(by_name((await harness.start(source)).pods))
         assert len(pods) == 2 and gauge.told == [True]
 
@@ -307,14 +312,7 @@ async def test_a_runtime_that_is_gone_is_stale_until_it_is_back(
 ) -> None:
     socket = tmp_path / "cri.sock"
     server = await start(runtime, socket)
-    source = CRISource(
-        socket,
-        node_name="node-1",
-        relist=PERIOD,
-        follow_events=False,
-        on_error=harness.on_error,
-        stale_after=STALE_AFTER,
-    )
+    source = _cri(socket, harness)
     pods = sorted(by_name((await harness.start(source)).pods))
     await server.stop(0)
     try:
@@ -334,15 +332,7 @@ async def test_the_runtime_as_a_status_overlay_is_stale_too(
     server = await start(runtime, tmp_path / "cri.sock")
     try:
         gauge = Gauge()
-        overlay = CRISource(
-            tmp_path / "cri.sock",
-            node_name="node-1",
-            relist=PERIOD,
-            follow_events=False,
-            on_error=harness.on_error,
-            on_connected=gauge,
-            stale_after=STALE_AFTER,
-        ).as_overlay()
+        overlay = _cri(tmp_path / "cri.sock", harness, gauge).as_overlay()
         harness.tasks.append(asyncio.create_task(overlay.run(harness.cache.overlay(overlay.name))))
         await harness.synced()
         assert gauge.told == [True]
