@@ -20,6 +20,7 @@ memory), which RELIABILITY.md records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -249,6 +250,8 @@ class GrpcWatcher(Watcher):
                     uid = pod_from_bytes(event.pod)["metadata"]["uid"]
                     target = self.state if synced else snapshot
                     self._check_duplicate(event.type, uid, event.pod, target)
+                    self.trace.append(f"{pods_v1alpha1_pb2.EventType.Name(event.type)} {uid}")
+                    del self.trace[:-200]
                     if event.type == DELETED:
                         target.pop(uid, None)
                     else:
@@ -368,8 +371,9 @@ def _proc_figures(served: Served) -> tuple[int, int]:
     return fds, rss
 
 
-async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """The cache, as List says: over gRPC (bytes) and HTTP (JSON), with or without the mask."""
+async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[str, Any], str]:
+    """The cache, as List says: over gRPC (bytes) and HTTP (JSON), with or without the mask,
+    and the HTTP List's revision."""
     metadata = [("x-kubernetes-fieldmask", MASK)] if masked else []
     async with grpc.aio.insecure_channel(served.target) as channel:
         reply = await pods_v1alpha1_pb2_grpc.PodsStub(channel).ListPods(
@@ -382,7 +386,27 @@ async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[st
             await client.get("http://localhost/v1/pods", params={"fields": MASK} if masked else {})
         ).json()
     by_http = {item["metadata"]["uid"]: item for item in body["items"]}
-    return by_grpc, by_http
+    return by_grpc, by_http, str(body["metadata"].get("resourceVersion"))
+
+
+async def _events_after(served: Served, revision: int | None, uids: set[str]) -> str:
+    """For a violation's message: the events the server's ring holds after `revision` for
+    these pods (the Kubernetes watch replays them), so that a List older than its watcher's
+    events is told from an event that never reached the watcher."""
+    if revision is None or not uids:
+        return ""
+    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+    lines: list[str] = []
+    params = {"watch": "1", "resourceVersion": str(revision)}
+    client = httpx.AsyncClient(transport=transport, timeout=TIMEOUT)
+    watch = client.stream("GET", "http://localhost/api/v1/pods", params=params)
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with client, asyncio.timeout(2), watch as response:
+            lines.append(f"resume at {revision}: HTTP {response.status_code}")
+            async for line in response.aiter_lines():
+                if any(uid in line for uid in uids) or '"ERROR"' in line:
+                    lines.append(line[:200])
+    return "\n".join(lines)
 
 
 async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
@@ -441,8 +465,15 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
             await asyncio.wait_for(oracle.changed.wait_for(caught_up), TIMEOUT)
         lists = {masked: await _list(current[0], masked) for masked in (False, True)}
         for w in everyone:
-            by_grpc, by_http = lists[w.masked]
-            await w.wait_equal(by_grpc if isinstance(w, GrpcWatcher) else by_http)
+            by_grpc, by_http, revision = lists[w.masked]
+            expected = by_grpc if isinstance(w, GrpcWatcher) else by_http
+            try:
+                await w.wait_equal(expected)
+            except Violation as exc:
+                differ = set(w.state) ^ set(expected) | {u for u in w.state if w.state[u] != expected.get(u)}
+                since = getattr(w, "last_id", None)
+                after = await _events_after(current[0], since, differ)
+                raise Violation(f"{exc}\nthe HTTP List was at revision {revision}\n{after}") from None
         figures.quiet_points += 1
         fds, rss = _proc_figures(current[0])
         figures.descriptors.append(fds)
