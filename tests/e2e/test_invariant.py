@@ -56,6 +56,10 @@ LONG_STALL = 2.5 * SEND_TIMEOUT
 # The client's flow-control window stays at 64 KiB (no BDP probing): a stalled reader's
 # window then fills after a few events, and the server's send really waits.
 NO_BDP = [("grpc.http2.bdp_probe", 0)]
+# A quiet point compares the watchers with new Lists at most this many times when the server
+# moves on from the last ones (a move between the sources is served one scan apart): more
+# means the server never settles once the files stop changing, itself a failure.
+RELISTS = 10
 # A long run restarts the server this often too (steps), not once per seed only.
 RESTART_EVERY = 400
 
@@ -202,15 +206,16 @@ class Watcher:
     async def session(self) -> None:
         raise NotImplementedError
 
-    async def wait_equal(self, expected: dict[str, Any]) -> None:
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Returns once `predicate` holds: it is checked whenever this watcher applies something."""
         async with self.changed:
-            try:
-                await asyncio.wait_for(self.changed.wait_for(lambda: self.state == expected), TIMEOUT)
-            except TimeoutError:
-                raise Violation(
-                    f"{self.name}: neither told nor current at a quiet point (state differs from List):\n"
-                    f"{_diff(self.state, expected)}\n" + "\n".join(self.trace[-40:])
-                ) from None
+            await self.changed.wait_for(predicate)
+
+    def mismatch(self, expected: dict[str, Any]) -> str:
+        return (
+            f"{self.name}: neither told nor current at a quiet point (state differs from List):\n"
+            f"{_diff(self.state, expected)}\n" + "\n".join(self.trace[-40:])
+        )
 
 
 def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
@@ -359,6 +364,7 @@ class Figures:
     long_stalls: int = 0
     send_timeouts: int = 0  # watches the server ended for a send their client did not take
     disconnects: int = 0
+    superseded: int = 0  # quiet points whose Lists the server moved on from: compared again
     peak_watchers: int = 0
     descriptors: list[int] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
@@ -387,6 +393,42 @@ async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[st
         ).json()
     by_http = {item["metadata"]["uid"]: item for item in body["items"]}
     return by_grpc, by_http, str(body["metadata"].get("resourceVersion"))
+
+
+Lists = dict[bool, tuple[dict[str, Any], dict[str, Any], str]]  # masked -> by gRPC, by HTTP, revision
+
+
+async def _all_hold(watchers: list[Watcher], lists: Lists, oracle: Watcher, seen: int) -> bool:
+    """Whether every watcher comes to hold what its List holds before the server moves on from
+    those Lists (the oracle got an event: its count is no longer `seen`)."""
+    for w in watchers:
+        if not await _holds(w, lists[w.masked], oracle, lambda: oracle.stats.events != seen):
+            return False
+    return True
+
+
+async def _holds(
+    w: Watcher, lists: tuple[dict[str, Any], dict[str, Any], str], oracle: Watcher, moved: Callable[[], bool]
+) -> bool:
+    """True once `w` holds what its List holds; False if the server moves on first; a
+    Violation if neither happens within TIMEOUT."""
+    by_grpc, by_http, revision = lists
+    expected = by_grpc if isinstance(w, GrpcWatcher) else by_http
+    equal = asyncio.create_task(w.until(lambda: w.state == expected))
+    superseded = asyncio.create_task(oracle.until(moved))
+    try:
+        await asyncio.wait({equal, superseded}, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (equal, superseded):
+            task.cancel()
+        await asyncio.gather(equal, superseded, return_exceptions=True)
+    if w.state == expected:
+        return True
+    if moved():
+        return False
+    differ = set(w.state) ^ set(expected) | {u for u in w.state if w.state[u] != expected.get(u)}
+    after = await _events_after(w.served(), getattr(w, "last_id", None), differ)
+    raise Violation(f"{w.mismatch(expected)}\nthe HTTP List was at revision {revision}\n{after}")
 
 
 async def _events_after(served: Served, revision: int | None, uids: set[str]) -> str:
@@ -461,19 +503,21 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
             }
             return have == want
 
-        async with oracle.changed:  # the server has read the files: the oracle watcher saw it
-            await asyncio.wait_for(oracle.changed.wait_for(caught_up), TIMEOUT)
-        lists = {masked: await _list(current[0], masked) for masked in (False, True)}
-        for w in everyone:
-            by_grpc, by_http, revision = lists[w.masked]
-            expected = by_grpc if isinstance(w, GrpcWatcher) else by_http
-            try:
-                await w.wait_equal(expected)
-            except Violation as exc:
-                differ = set(w.state) ^ set(expected) | {u for u in w.state if w.state[u] != expected.get(u)}
-                since = getattr(w, "last_id", None)
-                after = await _events_after(current[0], since, differ)
-                raise Violation(f"{exc}\nthe HTTP List was at revision {revision}\n{after}") from None
+        # The server has read the files: the oracle watcher saw it. But the files' generations
+        # cannot show a move between the two sources (the same pod, the same generation): the
+        # server serves it as a DELETED, then an ADDED one scan of the other source later, and
+        # a List taken between the two holds neither. So a List is the state to compare with
+        # only while the server stays at it: once the oracle (which reads every event) gets an
+        # event after a List, the watchers are compared with a new one.
+        await asyncio.wait_for(oracle.until(caught_up), TIMEOUT)
+        for attempt in range(RELISTS):
+            figures.superseded += attempt > 0
+            seen = oracle.stats.events
+            lists = {masked: await _list(current[0], masked) for masked in (False, True)}
+            if await _all_hold(everyone, lists, oracle, seen):
+                break
+        else:
+            raise Violation(f"the server never settled: {RELISTS} Lists in a row were superseded")
         figures.quiet_points += 1
         fds, rss = _proc_figures(current[0])
         figures.descriptors.append(fds)
@@ -555,7 +599,8 @@ def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None
     print(
         f"\nseed {figures.seed}: {figures.steps} steps, file changes {dict(sorted(sources.faults.items()))}, "
         f"{sum(w.stats.events for w in watchers)} events applied by {len(watchers)} watchers, "
-        f"{figures.quiet_points} quiet points, {figures.restarts} restart(s), {figures.stalls} stalls, "
+        f"{figures.quiet_points} quiet points ({figures.superseded} Lists superseded, compared again), "
+        f"{figures.restarts} restart(s), {figures.stalls} stalls, "
         f"{figures.long_stalls} stalls past the send timeout "
         f"({figures.send_timeouts} send-timeout log lines, throttled), "
         f"{figures.disconnects} disconnects, {sum(w.stats.resumes for w in watchers)} SSE resumes, "
