@@ -48,7 +48,7 @@ import httpx
 from bench import pods
 from bench import starve as starve_module
 from bench.serve import HERE, wait_line
-from bench.server import CHANNEL_OPTIONS, cpu_seconds, serving, until_serving
+from bench.server import CHANNEL_OPTIONS, cpu_seconds, serving, tree_cpu_seconds, until_serving
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
 
 # time.time_ns() has 19 digits until 2286; nothing else in a pod does.
@@ -354,7 +354,7 @@ class _Side:
         opened = self.open()
         taken = self.taken()
         coalesced = self.coalesced()
-        server, client, started = cpu_seconds(self.server_pid), self.client_cpu(), time.monotonic()
+        server, client, started = tree_cpu_seconds(self.server_pid), self.client_cpu(), time.monotonic()
         box: list[tuple[list[int], float]] = []
         writer = threading.Thread(target=lambda: box.append(_write(self.templates, rate, seconds)))
         writer.start()
@@ -363,7 +363,7 @@ class _Side:
         stopped_ns = time.time_ns()
         final = stamps[-len(self.templates) :] if converge else None
         got = self.ask("collect", stamps, final, stopped_ns)
-        server = cpu_seconds(self.server_pid) - server
+        server = tree_cpu_seconds(self.server_pid) - server
         client = self.client_cpu() - client
         wall = time.monotonic() - started
         out = _figures(self.name, rate, seconds, took, wall, len(stamps), opened, got, server, client)

@@ -27,6 +27,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a server and of every process it started: those running (a decoding
+    worker kept while files churn) and those it reaped (cutime, cstime). A server's figure must
+    count the work it hands to its workers."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(f) for f in fields[11:15]) / _TICK
+    for child in _children(pid):
+        # One that ended meanwhile is counted in the next reading's cutime.
+        with contextlib.suppress(FileNotFoundError):
+            total += tree_cpu_seconds(child)
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            children += [int(c) for c in (task / "children").read_text().split()]
+    return children
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -106,6 +106,7 @@ class DirectorySource:
         # Files named by change notices since the last scan; None: look at every file.
         self._dirty: set[str] | None = None
         self._skipped: list[str] = []  # names in the last listing that are not UTF-8
+        self._churn = workers.Churn(self._worker_factory())  # decodes the changes after the first load
 
     # -- what subclasses decide ----------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class DirectorySource:
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
+            self._churn.close()
 
     async def _scan_into(self, sink: SourceSink, dirty: set[str] | None) -> None:
         # Listing, reading and decoding run in a thread: a slow disk must not stall the event
@@ -204,7 +206,7 @@ class DirectorySource:
         if first:  # the start-up's bulk load: in worker processes too (workers.py)
             outcomes: Iterable[Outcome] = workers.decode(items, self, self._worker_factory(), self._adopt)
         else:
-            outcomes = (self.decode_file(origin, data) for origin, data in items)
+            outcomes = self._churn.decode(items, self, self._adopt, self.worker_sync)
         # The digest is recorded only once a file's decoding ends (an unexpected exception
         # leaves the state as it was): a restarted source then decodes these bytes again instead
         # of taking them for bytes already decoded.
@@ -232,6 +234,14 @@ class DirectorySource:
 
     def worker_state(self) -> object:
         return None
+
+    def worker_sync(self) -> object:
+        """What a churn worker must know before a chunk to decode as this source does (None:
+        nothing); its decoder gets it in `apply_sync`."""
+        return None
+
+    def apply_sync(self, state: object) -> None:
+        """In a worker: take what the source's `worker_sync()` gave."""
 
     def _adopt(self, state: object) -> None:
         """Take over what a worker's `worker_state()` returned."""

@@ -47,6 +47,7 @@ class StaticPodRules:
         self.node_name = node_name
         self.config_source = config_source
         self._seen: dict[str, str] = {}  # uid -> config.seen, while the uid is served
+        self._given: Collection[str] = ()  # in a worker: the uids whose times the source gave
 
     def build(
         self, obj: dict[str, Any], where: str, origin: str, source_id: str, warnings: list[str]
@@ -74,9 +75,19 @@ class StaticPodRules:
 
     def take_seen(self) -> dict[str, str]:
         """When each uid decoded since the last call was first seen, forgetting it: what a
-        worker process (workers.py) hands back to the source's own rules."""
-        seen, self._seen = self._seen, {}
+        worker process (workers.py) hands back to the source's own rules (less the times the
+        source gave it, which it has)."""
+        seen = {uid: when for uid, when in self._seen.items() if uid not in self._given}
+        self._seen, self._given = {}, ()
         return seen
+
+    def seen(self) -> dict[str, str]:
+        """Every served uid's first-seen time (a copy): what a churn worker starts each chunk from."""
+        return dict(self._seen)
+
+    def start_from(self, seen: dict[str, str]) -> None:
+        """In a worker, before a chunk: the source's first-seen times are the only ones."""
+        self._seen, self._given = seen, frozenset(seen)
 
     def adopt_seen(self, seen: Mapping[str, str]) -> None:
         """Keep another process's first-seen times, so that the source's own next decode of
