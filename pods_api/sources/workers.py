@@ -54,6 +54,8 @@ CHURN_WINDOW = 10.0
 # And it ends after this long without a change: a churn that pauses keeps it, a quiet source
 # soon has none (the check runs at every scan, and a scan runs at least every resync).
 KEEP_SECONDS = 60.0
+# A worker still decoding when its source stops is killed after this long.
+CLOSE_WAIT = 2.0
 
 # One file's outcome: its pods and warnings, or why it gave none (a ManifestError's text).
 Outcome = tuple[list[PodVersion], list[str], str | None]
@@ -102,7 +104,7 @@ class Worker:
         assert self._proc.stdout is not None
         try:
             outcomes, state = pickle.load(self._proc.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:  # ValueError: closed
             raise WorkerFailed(f"a decoding worker failed ({exc!r})") from None
         return outcomes, state
 
@@ -111,16 +113,21 @@ class Worker:
         try:
             pickle.dump(message, self._proc.stdin)
             self._proc.stdin.flush()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise WorkerFailed(f"a decoding worker failed ({exc!r})") from None
 
     def close(self) -> None:
-        """Its stdin closed, the worker exits; reaped here."""
+        """Its stdin closed, the worker exits; reaped here (killed if it is still decoding a
+        chunk after CLOSE_WAIT: the source is stopping)."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         with contextlib.suppress(OSError):
             self._proc.stdin.close()
         self._proc.stdout.close()
-        self._proc.wait()
+        try:
+            self._proc.wait(CLOSE_WAIT)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 
 
 class Churn:
@@ -153,12 +160,15 @@ class Churn:
             self._decoded.append((now, len(items)))
         if self._worker is None and self._churning(now):
             self._start()
-        if self._worker is None or not items:
+        worker = self._worker  # once: a stopping source closes it from the loop's thread
+        if worker is None or not items:
             return [local.decode_file(origin, data) for origin, data in items]
         try:
-            outcomes, state = self._worker.decode(list(items), sync())
+            outcomes, state = worker.decode(list(items), sync())
         except WorkerFailed as exc:
-            log.warning("%s; the source's thread decodes its changes", exc)
+            # Not started again: a worker that dies (the OOM killer, a limit) would die again.
+            log.warning("%s; the source's thread decodes its changes from now on", exc)
+            self._factory = None
             self.close()
             return [local.decode_file(origin, data) for origin, data in items]
         adopt(state)
@@ -186,9 +196,9 @@ class Churn:
             self.close()
 
     def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
 
 
 def worker_count() -> int:
