@@ -106,7 +106,8 @@ class DirectorySource:
         # Files named by change notices since the last scan; None: look at every file.
         self._dirty: set[str] | None = None
         self._skipped: list[str] = []  # names in the last listing that are not UTF-8
-        self._churn = workers.Churn(self._worker_factory())  # decodes the changes after the first load
+        # Decodes the changes after the first load.
+        self._churn = workers.Churn(self.name, self._worker_factory())
 
     # -- what subclasses decide ----------------------------------------------------------------
 

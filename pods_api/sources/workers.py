@@ -135,8 +135,12 @@ class Churn:
     churn. Used from the source's scanning thread only (scans never overlap)."""
 
     def __init__(
-        self, factory: Callable[[], Decoder] | None, clock: Callable[[], float] = time.monotonic
+        self,
+        name: str,
+        factory: Callable[[], Decoder] | None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._name = name
         self._factory = factory
         self._clock = clock
         self._worker: Worker | None = None
@@ -185,6 +189,8 @@ class Churn:
         assert self._factory is not None
         try:
             self._worker = Worker(self._factory)
+            pid = self._worker.pid
+            log.info("pod source %s: its files churn; decoding in worker process %d", self._name, pid)
         except WorkerFailed as exc:
             if not self._said:
                 log.warning("%s; the source's thread decodes its changes", exc)
@@ -193,6 +199,7 @@ class Churn:
 
     def _expire(self, now: float) -> None:
         if self._worker is not None and now - self._last > KEEP_SECONDS:
+            log.info("pod source %s: no change for %g s; its decoding worker exits", self._name, KEEP_SECONDS)
             self.close()
 
     def close(self) -> None:

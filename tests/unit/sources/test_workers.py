@@ -201,7 +201,7 @@ def test_a_churn_worker_ends_once_the_files_are_quiet(
     monkeypatch.setattr(workers, "CHURN_FILES", 20)
     now = [0.0]
     source = FixturesSource(directory)
-    source._churn = workers.Churn(source._worker_factory(), clock=lambda: now[0])
+    source._churn = workers.Churn(source.name, source._worker_factory(), clock=lambda: now[0])
     source._update(None)
     _churn(directory, 1)
     source._update(None)
