@@ -54,18 +54,12 @@ def test_the_first_load_in_workers_equals_the_load_in_the_thread(
 ) -> None:
     directory = tmp_path / "pods"
     _files(directory)
-
-    def make() -> DirectorySource:
-        if kind == "manifests":
-            return ManifestDirSource(directory, node_name="node-1")
-        return FixturesSource(directory)
-
-    threaded = make()
+    threaded = _make(kind, directory)
     threaded._update(None)
 
     monkeypatch.setattr(workers, "BULK_FILES", 1)
     monkeypatch.setattr(workers, "CHUNK_FILES", 2)
-    pooled = make()
+    pooled = _make(kind, directory)
     adopted: list[object] = []
     adopt = pooled._adopt
     monkeypatch.setattr(pooled, "_adopt", lambda state: (adopted.append(state), adopt(state)))
@@ -181,13 +175,14 @@ def test_changes_while_files_churn_are_decoded_by_one_kept_worker_as_the_thread_
     churned._churn.close()
 
 
-def _pair(kind: str, directory: Path) -> tuple[DirectorySource, DirectorySource]:
-    def make() -> DirectorySource:
-        if kind == "manifests":
-            return ManifestDirSource(directory, node_name="node-1")
-        return FixturesSource(directory)
+def _make(kind: str, directory: Path) -> DirectorySource:
+    if kind == "manifests":
+        return ManifestDirSource(directory, node_name="node-1")
+    return FixturesSource(directory)
 
-    pair = make(), make()
+
+def _pair(kind: str, directory: Path) -> tuple[DirectorySource, DirectorySource]:
+    pair = _make(kind, directory), _make(kind, directory)
     for source in pair:
         source._update(None)  # the first load: 22 files, in the thread
     return pair
