@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import anyio
@@ -160,13 +161,18 @@ class WatchResponse(EventSourceResponse):
         self._watch = watch
         self._call = call
         self._timeout = send_timeout
-        self._pending = 0  # sends pending: a heartbeat's can overlap a data send that waits
-        self._sending_since: float | None = None  # when the oldest pending send began
+        # When each pending send began: a heartbeat's can overlap a data send. Each send is
+        # timed on its own: timing "some send pending" from the first of a run of overlapping
+        # ones cut off SSE watchers that kept reading, once a starved server's sends took long
+        # enough to overlap without a gap for the send timeout (W7, BENCHMARKS.md).
+        self._sends: dict[object, float] = {}
+        self._clock = time.monotonic  # the loop's clock, once serving
         self._stalled = anyio.CancelScope()  # around the stream, cancelled by a stalled send
         self._timer: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
+        self._clock = loop.time
         self._timer = loop.call_later(self._timeout, self._check_send, loop)
         try:
             await super().__call__(scope, receive, send)
@@ -190,7 +196,7 @@ class WatchResponse(EventSourceResponse):
                 self._watch.close()  # (a watch opened later, by the stream, closes itself)
 
     def _check_send(self, loop: asyncio.AbstractEventLoop) -> None:
-        since, now = self._sending_since, loop.time()
+        since, now = min(self._sends.values(), default=None), loop.time()
         if since is not None and now - since >= self._timeout:
             self._stalled.cancel()
             return
@@ -199,15 +205,12 @@ class WatchResponse(EventSourceResponse):
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         # Data and heartbeats both come here, the one in a send the other may be waiting on.
-        self._pending += 1
-        if self._sending_since is None:
-            self._sending_since = asyncio.get_running_loop().time()
+        token = object()
+        self._sends[token] = self._clock()
         try:
             await send(message)
         finally:
-            self._pending -= 1
-            if not self._pending:
-                self._sending_since = None
+            del self._sends[token]
 
     async def _stream_response(self, send: Send) -> None:
         with self._stalled:
