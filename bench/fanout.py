@@ -263,7 +263,11 @@ async def _watch_main(kind: str, target: str, count: int, conn: Connection) -> N
                 w.ended.clear()
                 w.lags.clear()
             elif command == "collect":
-                conn.send(await w.collect(*args))
+                # Sent from a thread: a result larger than the pipe blocks until the parent reads
+                # it, and the parent reads the other watcher process first. Sent from the loop,
+                # it stopped this process reading its streams meanwhile, for up to a minute
+                # under W7, and ours' send timeout then rightly cut off all 50 SSE watchers.
+                await loop.run_in_executor(None, conn.send, await w.collect(*args))
             else:
                 break
         probe.cancel()
