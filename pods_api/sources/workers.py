@@ -146,7 +146,6 @@ class Churn:
         self._worker: Worker | None = None
         self._decoded: collections.deque[tuple[float, int]] = collections.deque()  # (when, files)
         self._last = 0.0
-        self._said = False
 
     @property
     def worker_pid(self) -> int | None:
@@ -192,9 +191,7 @@ class Churn:
             pid = self._worker.pid
             log.info("pod source %s: its files churn; decoding in worker process %d", self._name, pid)
         except WorkerFailed as exc:
-            if not self._said:
-                log.warning("%s; the source's thread decodes its changes", exc)
-                self._said = True
+            log.warning("%s; the source's thread decodes its changes", exc)
             self._factory = None  # not again: a worker that cannot start will not start later
 
     def _expire(self, now: float) -> None:
