@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 
 import anyio
@@ -166,13 +165,11 @@ class WatchResponse(EventSourceResponse):
         # ones cut off SSE watchers that kept reading, once a starved server's sends took long
         # enough to overlap without a gap for the send timeout (W7, BENCHMARKS.md).
         self._sends: dict[object, float] = {}
-        self._clock = time.monotonic  # the loop's clock, once serving
         self._stalled = anyio.CancelScope()  # around the stream, cancelled by a stalled send
         self._timer: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
-        self._clock = loop.time
         self._timer = loop.call_later(self._timeout, self._check_send, loop)
         try:
             await super().__call__(scope, receive, send)
@@ -206,7 +203,7 @@ class WatchResponse(EventSourceResponse):
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         # Data and heartbeats both come here, the one in a send the other may be waiting on.
         token = object()
-        self._sends[token] = self._clock()
+        self._sends[token] = asyncio.get_running_loop().time()
         try:
             await send(message)
         finally:

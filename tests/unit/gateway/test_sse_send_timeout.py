@@ -67,7 +67,6 @@ def _guarded(monkeypatch: pytest.MonkeyPatch) -> tuple[WatchResponse, Clock]:
     response = WatchResponse(_nothing(), None, Call(WATCH), heartbeat=10.0, send_timeout=SEND_TIMEOUT)
     clock = Clock()
     monkeypatch.setattr(asyncio.get_running_loop(), "time", clock.time)
-    response._clock = clock.time
     return response, clock
 
 
