@@ -235,3 +235,21 @@ def test_a_churn_worker_that_dies_leaves_the_changes_to_the_thread(
     assert _state(churned) == _state(threaded)
     assert "the source's thread decodes its changes" in caplog.text
     assert churned._churn.worker_pid is None
+
+
+def test_a_churn_worker_that_cannot_start_leaves_the_changes_to_the_thread_saying_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "pods"
+    _files(directory)
+    monkeypatch.setattr(workers, "CHURN_FILES", 20)
+    threaded, churned = _pair("manifests", directory)
+    monkeypatch.setattr(threaded._churn, "_factory", None)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    for _ in range(3):
+        _churn(directory, 1)
+        for source in (threaded, churned):
+            source._update(None)
+        assert _state(churned) == _state(threaded)
+        assert churned._churn.worker_pid is None
+    assert caplog.text.count("cannot start a decoding worker") == 1  # not tried at every scan
