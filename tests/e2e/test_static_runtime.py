@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from containerd import IMAGE, Containerd, Kubelet, PodRef
-from podwatch import ADDED, DELETED, MODIFIED, Watch, listed
+from podwatch import ADDED, DELETED, MODIFIED, SYNCED, Watch, listed
 from serve import serving
 from servers import ManifestServer
 
@@ -66,7 +66,19 @@ def run_static(
 ) -> tuple[PodRef, str]:
     """What the kubelet does for a static pod: a sandbox under its uid with the pod's
     annotations, and the container; the pod and the container's ID."""
-    uid = kubelet_uid()
+    return run_static_as(kubelet, kubelet_uid(), name, command, source=source, namespace=namespace)
+
+
+def run_static_as(
+    kubelet: Kubelet,
+    uid: str,
+    name: str,
+    command: list[str],
+    *,
+    source: str = "file",
+    namespace: str = "kube-system",
+) -> tuple[PodRef, str]:
+    """As `run_static`, under a uid given (the same content again: the kubelet's same uid)."""
     annotations = {CONFIG_SOURCE: source, CONFIG_HASH: uid, CONFIG_SEEN: "2026-12-01T10:00:00.5Z"}
     pod = kubelet.run_pod(name, namespace, uid=uid, labels={"tier": "control-plane"}, annotations=annotations)
     return pod, kubelet.start_container(pod, name.rsplit("-node-1", 1)[0], command)
@@ -86,6 +98,11 @@ def serve(tmp_path: Path, runtime: Containerd, *args: str) -> Any:
     return serving(tmp_path / "run", "--cri-socket", str(runtime.socket), *RELIST, *args)
 
 
+def events_of(watch: Watch) -> list[tuple[int, str]]:
+    """Every event the watch read (SYNCED left out), as (type, uid)."""
+    return [(kind, p["metadata"]["uid"]) for kind, p in watch.seen if kind != SYNCED]
+
+
 async def test_a_static_pod_is_served_under_the_uid_the_runtime_runs_it_with(
     tmp_path: Path, runtime: Containerd, kubelet: Kubelet
 ) -> None:
@@ -93,17 +110,18 @@ async def test_a_static_pod_is_served_under_the_uid_the_runtime_runs_it_with(
     manifests.mkdir()
     put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
     with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
-        # Before the kubelet has started it, the runtime knows no uid: ours is served, Pending.
-        (before,) = await listed(served)
-        assert before["metadata"]["name"] == "etcd-node-1" and before["status"]["phase"] == "Pending"
+        # Before the kubelet has started it, the runtime knows no uid: the pod is held back,
+        # as the kubelet's own watch says nothing of a pod before it knows it.
+        assert await listed(served) == []
         watch = Watch(served)
-        await watch.next(2)  # the pod and SYNCED: the watch runs before the kubelet starts it
+        await watch.next(1)  # SYNCED: the watch runs before the kubelet starts it
         pod, cid = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
         _, p = await watch.until(running_under(pod.uid))
-        # A different uid is a different pod: ours went first, as DELETED.
-        assert watch.last(before["metadata"]["uid"])[0] == DELETED
         await watch.close()
         (only,) = await listed(served)
+    # One pod, one uid: never a uid the kubelet does not use, so no DELETED.
+    assert {uid for _, uid in events_of(watch)} == {pod.uid}
+    assert events_of(watch)[0] == (ADDED, pod.uid) and DELETED not in {k for k, _ in events_of(watch)}
     assert only["metadata"]["uid"] == pod.uid
     meta, status = p["metadata"], p["status"]
     assert (meta["name"], meta["namespace"], meta["uid"]) == ("etcd-node-1", "kube-system", pod.uid)
@@ -116,6 +134,88 @@ async def test_a_static_pod_is_served_under_the_uid_the_runtime_runs_it_with(
     main = status["containerStatuses"][0]
     assert main["containerID"] == f"containerd://{cid}" and main["ready"] is True
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+
+
+async def test_a_static_pod_the_runtime_never_runs_is_served_under_our_uid_after_the_wait(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """A manifest the kubelet refuses to run (or a kubelet that is not running): after the
+    wait, pods-api's own uid, said once in the log; the kubelet's uid once it shows."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    with serve(tmp_path, runtime, "--manifests", str(manifests), "--static-pod-uid-wait", "0.5") as served:
+        watch = Watch(served)
+        _, ours = await watch.until(lambda kind, p: kind == ADDED)
+        line = served.wait_for_line("shows no sandbox of it")
+        assert "kube-system/etcd-node-1" in line and ours["metadata"]["uid"] in line
+        assert ours["status"]["phase"] == "Pending"
+        pod, _ = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+        await watch.until(running_under(pod.uid))
+        await watch.close()
+    uid = ours["metadata"]["uid"]
+    assert events_of(watch)[:3] == [(ADDED, uid), (DELETED, uid), (ADDED, pod.uid)]
+    assert sum("shows no sandbox of it" in text for text in served.lines) == 1
+
+
+async def test_a_node_restart_is_only_modified(tmp_path: Path, runtime: Containerd, kubelet: Kubelet) -> None:
+    """The runtime's state is gone (containerd restarted on a fresh disk); the kubelet makes the
+    sandbox again under the same uid, since the manifest did not change."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    pod, _ = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        await watch.until(running_under(pod.uid))
+        kubelet.remove_everything()
+        await watch.until(lambda kind, p: kind == MODIFIED and p["status"]["phase"] == "Pending")
+        _, cid = run_static_as(kubelet, pod.uid, "etcd-node-1", ["/bin/sleep", "1000"])
+        _, p = await watch.until(running_under(pod.uid))
+        await watch.close()
+        pods = await listed(served)
+    assert [q["metadata"]["uid"] for q in pods] == [pod.uid]
+    assert p["status"]["containerStatuses"][0]["containerID"] == f"containerd://{cid}"
+    kinds = [kind for kind, _ in events_of(watch)]
+    assert kinds[0] == ADDED and set(kinds[1:]) == {MODIFIED}
+    assert {uid for _, uid in events_of(watch)} == {pod.uid}
+
+
+async def test_an_edit_is_the_old_uid_with_the_old_content_then_the_new_uid_with_the_new(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """The kubelet's order: the old pod (old uid, old spec) is killed, and once it has
+    terminated the new one (new uid, new spec) starts (pkg/kubelet/pod_workers.go)."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    old, _ = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+    marker, _ = run_static(kubelet, "marker-node-1", ["/bin/sleep", "1000"])
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        await watch.until(running_under(old.uid))
+        edited = manifest("etcd", ["/bin/sleep", "1000"])
+        edited["metadata"]["labels"] = {"tier": "edited"}
+        put(manifests, "etcd.yaml", edited)
+        # A manifest written after the edit: once its pod is served, the edit has been read.
+        put(manifests, "marker.yaml", manifest("marker", ["/bin/sleep", "1000"]))
+        await watch.until(running_under(marker.uid))
+        # The kubelet still runs the old pod (for its grace period): the old content is served.
+        (still,) = [q for q in await listed(served) if q["metadata"]["uid"] == old.uid]
+        assert still["metadata"]["labels"] == {"tier": "control-plane"}
+        kubelet.stop_pod(old)
+        await watch.until(lambda kind, p: kind == DELETED and p["metadata"]["uid"] == old.uid)
+        during = await listed(served)
+        new, _ = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+        _, p = await watch.until(running_under(new.uid))
+        await watch.close()
+    # The new pod waits for its sandbox, as the kubelet waits for the old pod to end.
+    assert [q["metadata"]["uid"] for q in during] == [marker.uid]
+    assert p["metadata"]["labels"] == {"tier": "edited"}
+    for kind, q in watch.seen:
+        if kind in (ADDED, MODIFIED) and q["metadata"]["uid"] == old.uid:
+            assert q["metadata"]["labels"] == {"tier": "control-plane"}  # never the new label
+    assert {uid for _, uid in events_of(watch)} == {old.uid, new.uid, marker.uid}
 
 
 async def test_a_manifest_edited_while_the_api_server_is_away_is_served_as_the_runtime_runs_it(

@@ -29,10 +29,12 @@ class Watch:
         self._channel = grpc.aio.insecure_channel(served.target)
         self._call = api_grpc.PodsStub(self._channel).WatchPods(api.WatchPodsRequest())
         self._last: dict[str, tuple[int, dict[str, Any]]] = {}  # uid -> its last event
+        self.seen: list[tuple[int, dict[str, Any]]] = []  # every event read, SYNCED included
 
     async def _read(self) -> tuple[int, dict[str, Any]]:
         event = await self._call.read()
         pod = pod_from_bytes(event.pod)
+        self.seen.append((event.type, pod))
         if event.type != SYNCED:
             self._last[pod["metadata"]["uid"]] = (event.type, pod)
         return event.type, pod

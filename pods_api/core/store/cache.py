@@ -165,6 +165,14 @@ class OverlaySink(_Sink):
         self._check_thread()
         self._cache._replace(self._static, list(pods))
 
+    def expect_static(self, wait: float) -> None:
+        """This overlay will report the static pods the runtime runs (`report_static`): a new
+        static pod is held back until it does, for at most `wait` seconds (the identity
+        policy's "Held back"). Call before the first report."""
+        self._check_thread()
+        touched = self._cache.policy.expect_runtime(wait)
+        self._cache._publish([event for uid in touched for event in self._cache._settle(uid)])
+
     def set_status(self, uid: str, status: Mapping[str, Any]) -> None:
         self._check_thread()
         canonical = self._canonical(uid, status)

@@ -54,6 +54,25 @@ configured pod, else the kubelet's view):
     unreachable changes nothing: its source keeps its last pods. Before the cache is ready
     (every source synced) no client sees anything, so at start the uid is settled already.
 
+Held back (where a runtime reports static pods: `expect_runtime`, the CRI overlay beside a
+static pod config source). Never announce a uid the kubelet will not use:
+  - A configured pod is served under the uid *bound* to its content (its key: our uid is a hash
+    of the content and the file). The runtime's uid for the static pod, when no content has it
+    yet, is bound to the content configured now; a binding outlives the sandbox (a node
+    restart wipes the runtime's state, and the kubelet makes the sandbox again under the same
+    uid: only MODIFIED), and goes when its content is no longer configured and the runtime no
+    longer shows its uid.
+  - Unbound, it takes a report's uid (the kubelet's view, a mirror) that no other content has;
+    failing that it is *held*: placed under HELD, served nowhere, until the runtime shows a new
+    uid, at most `runtime_wait` seconds; then (one log line) its own uid. Once shown, never
+    held again.
+  - Edits: a configured pod its source withdraws while the runtime runs its uid in a ready
+    sandbox is *retired*: kept as it was, under that uid, until the sandbox stops (the kubelet
+    kills the old pod first, and starts the new one once it has terminated). The new content
+    is held meanwhile (the old uid is bound to the old content), and comes under the new
+    sandbox's uid: two pods to a client, each with its own content, as the kubelet serves them.
+    A removed manifest is retired the same way.
+
 Who owns a UID (the pod's spec and metadata):
   1. the first source to claim it among sources that own pods ("first claim wins"): configured
      and plain pods, and reported pods when no configured pod is there; the others are
@@ -96,12 +115,16 @@ Several overlays for one UID: the one registered first is used, the others wait 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from pods_api.core.store.pod import PodVersion
+
+log = logging.getLogger(__name__)
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_HASH = "kubernetes.io/config.hash"
@@ -145,6 +168,12 @@ DEFAULT_PRECEDENCE = _REPORTED_FIRST
 PROBED_CONDITIONS = frozenset({"Ready", "ContainersReady"})
 CONTAINER_STATUS_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# The served UID of a static pod held back ("Held back" in the module docstring): no pod has it, and `settle`
+# never serves anything under it.
+HELD = ""
+# The condition a runtime report carries for whether its sandbox is ready (the kubelet's name
+# for the same fact).
+SANDBOX_READY = "PodReadyToStartContainers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +222,31 @@ class IdentityPolicy:
     One policy serves one cache.
     """
 
-    def __init__(self, *, name: str = "mirrors+overlays", mirror_pods: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        name: str = "mirrors+overlays",
+        mirror_pods: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name = name
         self.mirror_pods = mirror_pods
+        self._clock = clock
+        # Set by `expect_runtime`: how long a new static pod is held back waiting for the
+        # runtime's word on its uid; None: no runtime reports static pods, nothing is held.
+        self.runtime_wait: float | None = None
+        # A static pod's content (its configured contribution's key: our uid is a hash of the
+        # content and the file) -> the kubelet's uid the runtime ran it under, per static pod;
+        # and back. Kept while the content is configured or the runtime still shows the uid.
+        self._bindings: dict[tuple[str, str], dict[Key, str]] = {}
+        self._bound_to: dict[str, Key] = {}
+        # Configured contributions their source withdrew (an edit, a removal) while the runtime
+        # still runs them: served, as they were, until their sandbox stops.
+        self._retired: set[Key] = set()
+        # Held-back configured contributions -> when they were first held (the clock's time);
+        # and those shown once (never held again: a pod served is not taken away to wait).
+        self._waiting: dict[Key, float] = {}
+        self._shown: set[Key] = set()
         # served UID -> key -> that source's pod
         self._claims: dict[str, dict[Key, Contribution]] = {}
         # a static pod's (namespace, name) -> what every source says of it
@@ -227,13 +278,28 @@ class IdentityPolicy:
         touched: dict[str, None] = {}  # served UIDs to settle, in the order touched
         groups: dict[tuple[str, str], None] = {}  # static pods whose identities to decide again
         for uid in gone:
-            was = served_as.pop(uid)
-            self._unlink(self._claims[was].pop((source, uid)), groups)
+            key = (source, uid)
+            if key in self._retired:
+                continue  # withdrawn already, kept while the runtime runs it
+            was = served_as[uid]
+            contribution = self._claims[was][key]
+            group = self.static_pod(contribution)
+            if group is not None and self._runs(group, key, was):
+                # The kubelet runs the old content until it has stopped it: so does the cache.
+                self._retired.add(key)
+                groups[group] = None
+                continue
+            del served_as[uid]
+            self._unlink(self._claims[was].pop(key), groups)
+            self._forget(key)
             touched[was] = None
         for pod in pods:
             key = (source, pod.uid)
             served = served_as.get(pod.uid)
             old = self._claims[served][key] if served is not None else None
+            if old is not None and key in self._retired:
+                self._retired.discard(key)  # configured again (an edit undone) before it stopped
+                self._decide_again(old, groups)
             if old is not None and old.pod.framed == pod.framed:
                 continue
             order = old.order if old is not None else next(self._claim_order)
@@ -245,10 +311,28 @@ class IdentityPolicy:
                 self._static.setdefault(group, {})[key] = new
                 groups[group] = None
             self._place(new, self.identity(pod), touched, changed=True)
+        self._held_long_enough(groups)
+        self._decide(groups, touched)
+        return self._in_order(touched)
+
+    def expect_runtime(self, wait: float) -> list[str]:
+        """A container runtime reports which uid the kubelet runs each static pod under
+        (Kind.RUNTIME): from now on a static pod it has not shown is held back, for at most
+        `wait` seconds ("Held back" in the module docstring). Returns the served UIDs to settle."""
+        self.runtime_wait = wait
+        touched: dict[str, None] = {}
+        self._decide(dict.fromkeys(self._static), touched)
+        return self._in_order(touched)
+
+    def _decide(self, groups: Mapping[tuple[str, str], None], touched: dict[str, None]) -> None:
         for group in groups:
+            self._drop_stopped(group, touched)
             members = list(self._static.get(group, {}).values())
             for member, uid in zip(members, self.identities(members), strict=True):
                 self._place(member, uid, touched, changed=False)
+
+    def _in_order(self, touched: dict[str, None]) -> list[str]:
+        touched.pop(HELD, None)  # never served: nothing to settle
         # A UID left with nothing goes first: when a pod moves to another UID (a static pod to
         # the kubelet's uid, an edited static pod to its new uid), the old goes before the new
         # comes, as the kubelet kills before it starts.
@@ -257,6 +341,8 @@ class IdentityPolicy:
     def settle(self, uid: str, overlays: Sequence[Overlay]) -> Served | None:
         """What to serve under `uid` now, from every contribution placed there and `overlays`
         (the overlays' statuses for it, first registered first); None: nothing."""
+        if uid == HELD:
+            return None
         claims = self._claims.get(uid)
         if claims is not None and not claims:
             del self._claims[uid]
@@ -287,6 +373,135 @@ class IdentityPolicy:
         self._claims.setdefault(uid, {})[key] = contribution
         served_as[contribution.pod.uid] = uid
         touched[uid] = None
+
+    # -- held back, bound, retired: a static pod as the runtime runs it -----------------------
+
+    def _runs(self, group: tuple[str, str], key: Key, uid: str) -> bool:
+        """Whether `key`'s content is what the runtime runs, in a ready sandbox, as `uid`."""
+        if self._bindings.get(group, {}).get(key) != uid:
+            return False
+        return self._sandboxes(group).get(uid, False)
+
+    def _sandboxes(self, group: tuple[str, str]) -> dict[str, bool]:
+        """The uids the runtime reports for a static pod's (namespace, name), and whether each
+        one's sandbox is ready."""
+        members = self._static.get(group, {}).values()
+        return {c.pod.uid: _sandbox_ready(c.pod) for c in members if c.runtime}
+
+    def _forget(self, key: Key) -> None:
+        """A configured contribution is gone for good; its binding stays while the runtime
+        shows the uid (`_drop_stopped`), so no other content takes that uid meanwhile."""
+        self._retired.discard(key)
+        self._waiting.pop(key, None)
+        self._shown.discard(key)
+
+    def _decide_again(self, contribution: Contribution, groups: dict[tuple[str, str], None]) -> None:
+        group = self.static_pod(contribution)
+        if group is not None:
+            groups[group] = None
+
+    def _held_long_enough(self, groups: dict[tuple[str, str], None]) -> None:
+        """Decide again the static pods held back for the whole wait (they fall back)."""
+        if self.runtime_wait is None or not self._waiting:
+            return
+        now = self._clock()
+        for (source, uid), since in self._waiting.items():
+            if now - since >= self.runtime_wait:
+                contribution = self._claims.get(self.served_as(source).get(uid, HELD), {}).get((source, uid))
+                if contribution is not None:
+                    self._decide_again(contribution, groups)
+
+    def _drop_stopped(self, group: tuple[str, str], touched: dict[str, None]) -> None:
+        """Withdraw, for good, retired contents whose sandbox is no longer ready, and forget
+        bindings of contents no longer configured whose uid the runtime no longer shows."""
+        sandboxes = self._sandboxes(group)
+        members = self._static.get(group, {})
+        for key in [k for k in members if k in self._retired]:
+            contribution = members[key]
+            was = self._served_as[key[0]][key[1]]
+            if not sandboxes.get(was, False):
+                del self._served_as[key[0]][key[1]]
+                self._claims[was].pop(key, None)
+                self._unlink(contribution, {})
+                self._forget(key)
+                touched[was] = None
+        bindings = self._bindings.get(group, {})
+        members = self._static.get(group, {})
+        for key, uid in list(bindings.items()):
+            if key not in members and uid not in sandboxes:
+                del bindings[key]
+                self._bound_to.pop(uid, None)
+        if not bindings:
+            self._bindings.pop(group, None)
+
+    def _bind(self, group: tuple[str, str], key: Key, uid: str) -> None:
+        """The runtime runs `key`'s content as `uid`."""
+        bindings = self._bindings.setdefault(group, {})
+        was = bindings.get(key)
+        if was is not None:
+            self._bound_to.pop(was, None)
+        bindings[key] = uid
+        self._bound_to[uid] = key
+
+    def _held_or_own(self, contribution: Contribution, key: Key) -> str:
+        """A configured pod nothing has told the kubelet's uid of: HELD while it waits for the
+        runtime, else (after the wait, or once shown) its own uid."""
+        if key in self._shown:
+            return contribution.pod.uid
+        now = self._clock()
+        since = self._waiting.setdefault(key, now)
+        assert self.runtime_wait is not None  # only asked when a runtime reports static pods
+        if now - since < self.runtime_wait:
+            return HELD
+        pod = contribution.pod
+        log.warning(
+            "static pod %s/%s (%s): the container runtime shows no sandbox of it after %gs, so its "
+            "uid as the kubelet runs it is unknown; serving it under pods-api's own uid %s",
+            pod.namespace,
+            pod.name,
+            contribution.source,
+            self.runtime_wait,
+            pod.uid,
+        )
+        return pod.uid
+
+    def _settle_with_runtime(
+        self, group: Sequence[Contribution], kinds: Sequence[Kind], part: list[int], uids: list[str]
+    ) -> None:
+        """`_settle_identity` where a runtime reports static pods (`runtime_wait` is set), for
+        a part with a configured pod ("Held back" in the module docstring)."""
+        configured = [i for i in part if kinds[i] is Kind.CONFIGURED]
+        keys = {i: (group[i].source, group[i].pod.uid) for i in configured}
+        static = (group[part[0]].pod.namespace, group[part[0]].pod.name)
+        bindings = self._bindings.get(static, {})
+        kept = set()  # the uids retired contents are served under
+        for i in configured:
+            if keys[i] in self._retired:
+                uids[i] = bindings[keys[i]]
+                kept.add(uids[i])
+        live = [i for i in configured if keys[i] not in self._retired]
+        rest = [i for i in part if kinds[i] is not Kind.CONFIGURED and uids[i] not in kept]
+        if not live:
+            _settle_identity(group, kinds, rest, uids)
+            return
+        anchor, others = live[0], {group[i].pod.uid for i in live[1:]}
+        key, own = keys[anchor], group[anchor].pod.uid
+        runtime = [uids[i] for i in rest if kinds[i] is Kind.RUNTIME]
+        if runtime and runtime[0] not in self._bound_to:
+            self._bind(static, key, runtime[0])  # a uid the runtime runs that no content has
+        uid = self._bindings.get(static, {}).get(key)
+        if uid is None:
+            said = [uids[i] for i in rest if kinds[i] in (Kind.REPORTED, Kind.MIRROR)]
+            said = [u for u in said if u not in others and self._bound_to.get(u, key) == key]
+            said.sort(key=lambda u: u != own)  # a report agreeing with the manifest's uid first
+            uid = said[0] if said else self._held_or_own(group[anchor], key)
+        if uid != HELD:
+            self._waiting.pop(key, None)
+            self._shown.add(key)
+        uids[anchor] = uid
+        for i in rest:
+            if uids[i] not in others:
+                uids[i] = uid
 
     # -- the rules ------------------------------------------------------------------------------
 
@@ -339,7 +554,10 @@ class IdentityPolicy:
         for i in in_order:
             parts.setdefault(sources[i] or unsaid, []).append(i)
         for part in parts.values():
-            _settle_identity(group, kinds, part, uids)
+            if self.runtime_wait is not None and any(kinds[i] is Kind.CONFIGURED for i in part):
+                self._settle_with_runtime(group, kinds, part, uids)
+            else:
+                _settle_identity(group, kinds, part, uids)
         return uids
 
     def merge(
@@ -412,6 +630,12 @@ def _settle_identity(
         uid = uids[[*runtime, *reported][0]]
         for i in reports:
             uids[i] = uid
+
+
+def _sandbox_ready(pod: PodVersion) -> bool:
+    """Whether a runtime report says its sandbox is ready."""
+    conditions = (pod.json.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == SANDBOX_READY and c.get("status") == "True" for c in conditions)
 
 
 def _config_source(pod: PodVersion) -> str | None:

@@ -54,7 +54,7 @@ from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.events import Observation
-from pods_api.core.store.identity import CONFIG_SOURCE, STATIC_CONFIG_SOURCES
+from pods_api.core.store.identity import CONFIG_SOURCE, SANDBOX_READY, STATIC_CONFIG_SOURCES
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.cri import status as cristatus
@@ -76,6 +76,14 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 # Reconnecting: the first retry, doubling per failure up to the cap.
 FIRST_RETRY = 0.5
 MAX_RETRY = 10.0
+# How long a new static pod is held back, unserved, waiting for the runtime to show the uid the
+# kubelet runs it under (core/store/identity.py, "Held back"). The kubelet starts a new static
+# pod's sandbox within a second or two of reading its manifest, but it may read it up to its
+# --file-check-frequency (20 s) late, and after an edit it starts the new pod only once the old
+# one has terminated, which takes up to the old pod's grace period (30 s by default): 20 + 30,
+# and 10 s for the sandbox itself. A pod still unseen then (one the kubelet refused) is served
+# under pods-api's own uid.
+DEFAULT_STATIC_WAIT = 60.0
 # Status calls in flight at once after a relist: a node starting 100 pods at once should not
 # open 300 concurrent streams on the runtime's socket.
 STATUS_CONCURRENCY = 16
@@ -410,6 +418,8 @@ class StatusSink(WarnedSink, Protocol):
 
     def report_static(self, pods: Iterable[PodVersion]) -> None: ...
 
+    def expect_static(self, wait: float) -> None: ...
+
     def pod(self, uid: str) -> PodVersion | None: ...
 
     def mark_synced(self) -> None: ...
@@ -458,6 +468,9 @@ class _RuntimeFollower(Generic[S]):
         """Whether the pod of this UID is served (its containers' events are then told)."""
         return lambda uid: True
 
+    def idle(self, sink: S) -> None:
+        """After a failed session, before the retry: nothing by default."""
+
     def tell(self, sink: S, view: RuntimeView) -> None:
         """The events this relist shows (sources/cri/observed.py), after its pods or statuses."""
         for seen in self._observer.changes(view.sandboxes, view.containers, self.serves(sink)):
@@ -477,6 +490,7 @@ class _RuntimeFollower(Generic[S]):
                 reason = f"{exc.code().name}: {exc.details()}"
                 self._report(f"{self.name}: runtime call failed ({reason}); keeping the last state served")
                 self._staleness.failed(f"runtime call failed ({reason})")
+                self.idle(sink)
             delay = min(MAX_RETRY, FIRST_RETRY * 2.0 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
             await asyncio.sleep(delay)
 
@@ -527,9 +541,12 @@ def _inputs(sandboxes: Sequence[Sandbox], containers: Sequence[Container]) -> tu
 class CRISource(_RuntimeFollower[SourceSink]):
     """Standalone: every pod sandbox on the node is a pod."""
 
-    def __init__(self, socket: Path, *, node_name: str, **options: Any) -> None:
+    def __init__(
+        self, socket: Path, *, node_name: str, static_wait: float = DEFAULT_STATIC_WAIT, **options: Any
+    ) -> None:
         super().__init__(socket, **options)
         self._node = node_name
+        self._static_wait = static_wait
         # Per pod UID: the inputs it was built from and what was built, so an unchanged pod is
         # neither rebuilt nor re-encoded.
         self._built: dict[str, tuple[Any, PodVersion]] = {}
@@ -545,6 +562,7 @@ class CRISource(_RuntimeFollower[SourceSink]):
             node_ips=self._node_ips,
             on_connected=self._on_connected,
             stale_after=self._stale_after,
+            static_wait=self._static_wait,
         )
 
     def publish(self, sink: SourceSink, view: RuntimeView) -> None:
@@ -591,17 +609,28 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
     the runtime has no sandbox for keeps its owner's status. Which of our fields win over the
     owner's is the identity policy's precedence table (core/store/identity.py)."""
 
-    def __init__(self, socket: Path, **options: Any) -> None:
+    def __init__(self, socket: Path, *, static_wait: float = DEFAULT_STATIC_WAIT, **options: Any) -> None:
         super().__init__(socket, **options)
+        self._static_wait = static_wait
         # Per UID: the inputs (spec shape, readiness gate conditions, runtime objects) and the
         # status computed from them.
         self._computed: dict[str, tuple[Any, dict[str, Any]]] = {}
         # The static pods last reported, by (uid, namespace, name, config source): the same
         # objects again while nothing changed.
-        self._static: dict[tuple[str, str, str, str], PodVersion] = {}
+        self._static: dict[tuple[str, str, str, str, bool], PodVersion] = {}
 
     def serves(self, sink: StatusSink) -> Callable[[str], bool]:
         return lambda uid: sink.pod(uid) is not None
+
+    async def run(self, sink: StatusSink) -> None:
+        # A static pod the runtime has not shown yet is held back from the start.
+        sink.expect_static(self._static_wait)
+        await super().run(sink)
+
+    def idle(self, sink: StatusSink) -> None:
+        # The last report again: the cache then serves the pods held back for the whole wait,
+        # whether or not the runtime answers.
+        sink.report_static(list(self._static.values()))
 
     def publish(self, sink: StatusSink, view: RuntimeView) -> None:
         # Which uid each static pod runs under first: its status is then computed for that uid.
@@ -611,18 +640,25 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
     def static_pods(self, view: RuntimeView) -> list[PodVersion]:
         """The uid the kubelet runs each static pod under now, as a pod of nothing else; see
         `current_static_sandboxes`."""
-        pods = []
+        pods: list[tuple[tuple[str, str, str, str, bool], PodVersion]] = []
         for sandbox in current_static_sandboxes(view):
-            key = (sandbox.uid, sandbox.namespace, sandbox.name, sandbox.annotations[CONFIG_SOURCE])
+            source = sandbox.annotations[CONFIG_SOURCE]
+            key = (sandbox.uid, sandbox.namespace, sandbox.name, source, sandbox.ready)
             pod = self._static.get(key)
             if pod is None:
-                meta = {"name": sandbox.name, "namespace": sandbox.namespace, "uid": sandbox.uid}
-                pod = PodVersion.from_json({"metadata": {**meta, "annotations": {CONFIG_SOURCE: key[3]}}})
-            pods.append(pod)
-        self._static = {
-            (p.uid, p.namespace, p.name, p.json["metadata"]["annotations"][CONFIG_SOURCE]): p for p in pods
-        }
-        return pods
+                meta = {
+                    "name": sandbox.name,
+                    "namespace": sandbox.namespace,
+                    "uid": sandbox.uid,
+                    "annotations": {CONFIG_SOURCE: source},
+                }
+                # Whether the sandbox is ready: the cache keeps an edited pod's old content
+                # while the kubelet still runs it (core/store/identity.py, "Held back").
+                ready = {"type": SANDBOX_READY, "status": "True" if sandbox.ready else "False"}
+                pod = PodVersion.from_json({"metadata": meta, "status": {"conditions": [ready]}})
+            pods.append((key, pod))
+        self._static = dict(pods)
+        return [pod for _, pod in pods]
 
     def statuses(
         self, view: RuntimeView, served: Callable[[str], PodVersion | None]
@@ -727,6 +763,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"relist the container runtime this often, as the kubelet's PLEG (default {DEFAULT_RELIST:g})",
     )
+    add(
+        "--static-pod-uid-wait",
+        type=argtypes.positive,
+        default=DEFAULT_STATIC_WAIT,
+        metavar="SECONDS",
+        help="with --manifests or --manifest-url: hold a new static pod back until the runtime shows "
+        "the uid the kubelet runs it under, at most this long, then serve it under pods-api's own "
+        f"uid (default {DEFAULT_STATIC_WAIT:g})",
+    )
 
 
 def _node_ips(text: str) -> tuple[str, ...]:
@@ -752,6 +797,7 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
             on_error=context.on_error,
             node_ips=args.node_ip,
             on_connected=connected_gauge(context, source_name(args.cri_socket)),
+            static_wait=args.static_pod_uid_wait,
         )
     ]
 
