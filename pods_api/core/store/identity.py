@@ -168,9 +168,12 @@ DEFAULT_PRECEDENCE = _REPORTED_FIRST
 PROBED_CONDITIONS = frozenset({"Ready", "ContainersReady"})
 CONTAINER_STATUS_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-# The served UID of a static pod held back ("Held back" in the module docstring): no pod has it, and `settle`
-# never serves anything under it.
+# The served UID of a static pod held back ("Held back" in the module docstring): no pod has
+# it, and `settle` never serves anything under it.
 HELD = ""
+# Past uids kept per static pod (`_past`): a report of a static pod names its current version
+# or, for a moment after an edit, the one before; a few edits in a row are covered.
+PAST_UIDS = 4
 # The condition a runtime report carries for whether its sandbox is ready (the kubelet's name
 # for the same fact).
 SANDBOX_READY = "PodReadyToStartContainers"
@@ -240,6 +243,10 @@ class IdentityPolicy:
         # and back. Kept while the content is configured or the runtime still shows the uid.
         self._bindings: dict[tuple[str, str], dict[Key, str]] = {}
         self._bound_to: dict[str, Key] = {}
+        # Per static pod, the uids of its contents no longer configured nor shown by the runtime,
+        # oldest first: still bound (in `_bound_to`), so a report naming one (a mirror the API
+        # server has not updated yet) does not give it to the new content.
+        self._past: dict[tuple[str, str], list[str]] = {}
         # Configured contributions their source withdrew (an edit, a removal) while the runtime
         # still runs them: served, as they were, until their sandbox stops.
         self._retired: set[Key] = set()
@@ -427,19 +434,32 @@ class IdentityPolicy:
                 touched[was] = None
         bindings = self._bindings.get(group, {})
         members = self._static.get(group, {})
+        past = self._past.setdefault(group, [])
         for key, uid in list(bindings.items()):
             if key not in members and uid not in sandboxes:
                 del bindings[key]
+                past.append(uid)  # still the old content's, to a report that names it
+        if not members:  # nothing left of the static pod, nothing to remember of it
+            for uid in [*bindings.values(), *past]:
                 self._bound_to.pop(uid, None)
+            bindings.clear()
+            past.clear()
+        while len(past) > PAST_UIDS:
+            self._bound_to.pop(past.pop(0), None)
         if not bindings:
             self._bindings.pop(group, None)
+        if not past:
+            self._past.pop(group, None)
 
     def _bind(self, group: tuple[str, str], key: Key, uid: str) -> None:
         """The runtime runs `key`'s content as `uid`."""
         bindings = self._bindings.setdefault(group, {})
         was = bindings.get(key)
-        if was is not None:
+        if was is not None and was != uid:
             self._bound_to.pop(was, None)
+        past = self._past.get(group, [])
+        if uid in past:
+            past.remove(uid)  # the content again (an edit undone): the kubelet's same uid
         bindings[key] = uid
         self._bound_to[uid] = key
 
@@ -487,13 +507,15 @@ class IdentityPolicy:
         anchor, others = live[0], {group[i].pod.uid for i in live[1:]}
         key, own = keys[anchor], group[anchor].pod.uid
         runtime = [uids[i] for i in rest if kinds[i] is Kind.RUNTIME]
-        if runtime and runtime[0] not in self._bound_to:
-            self._bind(static, key, runtime[0])  # a uid the runtime runs that no content has
+        if runtime and self._bound_to.get(runtime[0], key) == key:
+            self._bind(static, key, runtime[0])  # a uid the runtime runs that no other content has
         uid = self._bindings.get(static, {}).get(key)
         if uid is None:
-            said = [uids[i] for i in rest if kinds[i] in (Kind.REPORTED, Kind.MIRROR)]
+            # A report agreeing with the manifest's uid first, then the kubelet's view, then
+            # the mirrors, of uids no other content has.
+            said = [uids[i] for kind in (Kind.REPORTED, Kind.MIRROR) for i in rest if kinds[i] is kind]
             said = [u for u in said if u not in others and self._bound_to.get(u, key) == key]
-            said.sort(key=lambda u: u != own)  # a report agreeing with the manifest's uid first
+            said.sort(key=lambda u: u != own)
             uid = said[0] if said else self._held_or_own(group[anchor], key)
         if uid != HELD:
             self._waiting.pop(key, None)

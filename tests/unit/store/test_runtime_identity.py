@@ -219,3 +219,30 @@ def test_pods_configured_before_the_runtime_is_expected_are_held_then() -> None:
     assert cache.snapshot().pods == ()
     cri.report_static([sandbox()])
     assert [p.uid for p in cache.snapshot().pods] == [KUBELET]
+
+
+def mirror(kubelet_uid: str) -> PodVersion:
+    """The API server's mirror of the static pod, naming the kubelet's uid."""
+    body = configured().json
+    annotations = {
+        "kubernetes.io/config.mirror": kubelet_uid,
+        CONFIG_HASH: kubelet_uid,
+        "kubernetes.io/config.source": "file",
+    }
+    meta = {**body["metadata"], "uid": "mirror-uid", "annotations": annotations}
+    return PodVersion.from_json({**body, "metadata": meta})
+
+
+def test_a_mirror_naming_a_uid_no_content_has_ends_the_hold_and_a_stale_one_does_not() -> None:
+    node = Node()
+    apiserver = node.cache.source("apiserver")
+    node.manifests.replace([configured()])
+    node.cri.report_static([sandbox()])
+    apiserver.replace([mirror(KUBELET)])
+    node.events()
+    node.manifests.replace([configured("0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e", tier="edited")])
+    node.cri.report_static([])  # the old pod gone; its mirror, not yet updated, names it still
+    assert node.events() == [(EventType.DELETED, KUBELET)] and node.uids() == []
+    apiserver.replace([mirror("6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e")])  # the kubelet's new mirror
+    assert node.events() == [(EventType.ADDED, "6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e")]
+    assert node.label("6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e6e") == "edited"
