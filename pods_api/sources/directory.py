@@ -123,7 +123,12 @@ class DirectorySource:
 
     # -- running -------------------------------------------------------------------------------
 
+    def origin_of(self, uid: str) -> str | None:
+        """The file the pod of this uid was read from (for log lines: a scan of the files)."""
+        return next((origin for origin, f in self._files.items() if any(p.uid == uid for p in f.pods)), None)
+
     async def run(self, sink: SourceSink) -> None:
+        sink.origin_of = self.origin_of
         changed = asyncio.Event()
         watch = asyncio.create_task(self._watch(changed), name=f"watch {self.name}")
         try:

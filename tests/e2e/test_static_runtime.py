@@ -149,6 +149,7 @@ async def test_a_static_pod_the_runtime_never_runs_is_served_under_our_uid_after
         _, ours = await watch.until(lambda kind, p: kind == ADDED)
         line = served.wait_for_line("shows no sandbox of it")
         assert "kube-system/etcd-node-1" in line and ours["metadata"]["uid"] in line
+        assert str(manifests / "etcd.yaml") in line  # the file to look at
         assert ours["status"]["phase"] == "Pending"
         pod, _ = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
         await watch.until(running_under(pod.uid))

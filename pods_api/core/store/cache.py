@@ -108,6 +108,9 @@ class SourceSink(_Sink):
         super().__init__(cache, name)
         self.configures_static_pods = configures_static_pods
         self.runtime = runtime  # an overlay's word on static pods' uids (OverlaySink.report_static)
+        # Where the source's pod of a UID (its own) comes from, for log lines (a manifest file);
+        # set by a source that knows.
+        self.origin_of: Callable[[str], str | None] = lambda uid: None
 
     @property
     def served_as(self) -> Mapping[str, str]:
@@ -237,6 +240,7 @@ class PodCache:
     ) -> None:
         self.hub = hub
         self.policy = policy or IdentityPolicy()
+        self.policy.origin = self._origin
         # Revisions start at the wall clock in milliseconds, so a revision a client kept from an
         # earlier run of the process is older than every revision of this one.
         self._first_revision = self.revision = time.time_ns() // 1_000_000
@@ -267,6 +271,10 @@ class PodCache:
         self.readiness.add(sink)
         self._sinks[name] = sink
         return sink
+
+    def _origin(self, source: str, uid: str) -> str | None:
+        sink = self._sinks.get(source)
+        return sink.origin_of(uid) if sink is not None else None
 
     def overlay(self, name: str) -> OverlaySink:
         """Register a status overlay (e.g. the CRI source); a gate of readiness like a source."""

@@ -254,6 +254,9 @@ class IdentityPolicy:
         # and those shown once (never held again: a pod served is not taken away to wait).
         self._waiting: dict[Key, float] = {}
         self._shown: set[Key] = set()
+        # (source, its pod's uid) -> where the pod comes from (a manifest file), for log lines;
+        # the cache asks its sources.
+        self.origin: Callable[[str, str], str | None] = lambda source, uid: None
         # served UID -> key -> that source's pod
         self._claims: dict[str, dict[Key, Contribution]] = {}
         # a static pod's (namespace, name) -> what every source says of it
@@ -479,7 +482,7 @@ class IdentityPolicy:
             "uid as the kubelet runs it is unknown; serving it under pods-api's own uid %s",
             pod.namespace,
             pod.name,
-            contribution.source,
+            self.origin(contribution.source, pod.uid) or contribution.source,
             self.runtime_wait,
             pod.uid,
         )
