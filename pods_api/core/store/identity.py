@@ -60,8 +60,9 @@ static pod config source). Never announce a uid the kubelet will not use:
     of the content and the file). The runtime's uid for the static pod, when no content has it
     yet, is bound to the content configured now; a binding outlives the sandbox (a node
     restart wipes the runtime's state, and the kubelet makes the sandbox again under the same
-    uid: only MODIFIED), and goes when its content is no longer configured and the runtime no
-    longer shows its uid.
+    uid: only MODIFIED). When its content is no longer configured and the runtime no longer
+    shows its uid, the uid is one of the static pod's few past uids (`_past`), still no other
+    content's; all is forgotten when nothing is left of the static pod.
   - Unbound, it takes a report's uid (the kubelet's view, a mirror) that no other content has;
     failing that it is *held*: placed under HELD, served nowhere, until the runtime shows a new
     uid, at most `runtime_wait` seconds; then (one log line) its own uid. Once shown, never
