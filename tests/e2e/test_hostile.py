@@ -1073,6 +1073,8 @@ async def test_sources_past_their_resync_say_they_are_stale_in_check_metrics_and
     args = ("--manifest-url", url.url, "--manifest-url-interval", "0.1", "--node-name", "node-1")
     args += ("--kubelet-pods-url", kubelet.url, "--kubelet-pods-interval", "0.1")
     args += ("--cri-socket", str(tmp_path / "cri.sock"), "--cri-relist", "0.1")
+    # The fake runtime has no sandbox for the URL's static pod: served under our uid at once.
+    args += ("--static-pod-uid-wait", "0.01")
     served = await asyncio.to_thread(start, tmp_path / "run", *args)
     try:
         # In a thread: the fake runtime answers on this event loop, which must not wait meanwhile.
