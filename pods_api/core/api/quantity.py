@@ -43,7 +43,7 @@ from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal, In
 from enum import Enum
 from typing import Final
 
-__all__ = ["QuantityError", "canonical_quantity"]
+__all__ = ["QuantityError", "add_quantities", "binary_quantity", "canonical_quantity", "quantity_value"]
 
 
 class QuantityError(ValueError):
@@ -249,3 +249,15 @@ def _format_decimal(value: Decimal, fmt: _Format) -> str:
     if fmt is _Format.DECIMAL_SI and exponent in _DECIMAL_SI_SUFFIXES:
         return mantissa + _DECIMAL_SI_SUFFIXES[exponent]
     return mantissa if exponent == 0 else f"{mantissa}e{exponent}"
+
+
+def add_quantities(a: str, b: str) -> str:
+    """Go's `a.Add(b)`, canonical: the exact sum in `a`'s format (in `b`'s when `a` is zero)."""
+    value_a, fmt = _parse(a)
+    value_b, fmt_b = _parse(b)
+    return _format(_EXACT.copy().add(value_a, value_b), fmt_b if value_a.is_zero() else fmt)
+
+
+def binary_quantity(count: int) -> str:
+    """Go's `resource.NewQuantity(count, resource.BinarySI)`, canonical: `67108864` is `64Mi`."""
+    return _format(Decimal(count), _Format.BINARY_SI)
