@@ -54,19 +54,18 @@ class CrashLoops:
 
     def observe(self, containers: Mapping[str, Iterable[Container]]) -> dict[str, int]:
         """The exited containers (by id) the kubelet waits to restart, with the back-off in
-        seconds; `containers` is every runtime container by pod UID, from one relist."""
-        entries: dict[tuple[str, str, str], _Entry] = {}
+        seconds; `containers` is every runtime container by pod UID, from one relist. Only
+        exits cost anything: a node of running containers is a dictionary copy per relist."""
+        entries = {key: entry for key, entry in self._entries.items() if key[0] in containers}
+        exits = [(uid, c) for uid, items in containers.items() for c in items if c.state is State.EXITED]
         shown: dict[str, int] = {}
-        for uid, items in containers.items():
-            for c in sorted(items, key=lambda c: (c.restart_count, c.created_at)):
-                key = (uid, c.kind, c.name)
-                entry = entries.get(key) or self._entries.get(key)
-                if c.state is State.EXITED:
-                    entry, wait = self._exit(c, entry)
-                    if wait:
-                        shown[c.id] = wait
-                if entry is not None:
-                    entries[key] = entry
+        for uid, c in sorted(exits, key=lambda e: (e[1].restart_count, e[1].created_at)):
+            key = (uid, c.kind, c.name)
+            entry, wait = self._exit(c, entries.get(key))
+            if entry is not None:
+                entries[key] = entry
+            if wait:
+                shown[c.id] = wait
         self._entries = entries
         self._shown = shown
         return shown
