@@ -23,7 +23,8 @@ What we compute, and where it differs from the kubelet because the kubelet knows
   overlay) has values for the same running container ID, those are kept instead.
 - `resources` and `allocatedResources`, per container and for the pod (sources/cri/resources.py),
   where the spec's resources are known.
-- `phase`: getPhase, without ContainerRestartRules' exit-code rules. The pod counts as terminal
+- `phase`: getPhase with ContainerRestartRules (Beta, on): a container's own restartPolicy
+  before the pod's, its restartPolicyRules (exit codes) not followed. The pod counts as terminal
   (podIsTerminal) when its newest sandbox is stopped and nothing runs in it: the kubelet stops a
   pod's sandbox only once it has finished with the pod.
 - `conditions`: PodReadyToStartContainers (the newest sandbox is ready; else PodSandboxNotReady
@@ -437,12 +438,7 @@ def should_restart(spec: SpecContainer, shape: Shape, c: Container) -> bool:
     not followed (the exit codes they name)."""
     if shape.deleted or c.state is State.RUNNING:
         return False
-    if c.state is not State.EXITED:
-        return True
-    policy = spec.restart_policy or shape.restart_policy
-    if policy == "Never":
-        return False
-    return c.exit_code != 0 if policy == "OnFailure" else True
+    return c.state is not State.EXITED or restartable(spec, shape, c.exit_code)
 
 
 def container_statuses(
@@ -544,12 +540,23 @@ def _status_of(statuses: Sequence[Mapping[str, Any]], name: str) -> Mapping[str,
     return next((s for s in statuses if s.get("name") == name), None)
 
 
+def restartable(spec: SpecContainer, shape: Shape, exit_code: int) -> bool:
+    """podutil.ContainerShouldRestart without restartPolicyRules: the container's own
+    restartPolicy (ContainerRestartRules, Beta and on), else the pod's."""
+    policy = spec.restart_policy or shape.restart_policy
+    if policy == "Never":
+        return False
+    return exit_code != 0 if policy == "OnFailure" else True
+
+
 def get_phase(
     shape: Shape, statuses: Sequence[Mapping[str, Any]], *, terminal: bool, initialized: bool
 ) -> str:
-    """The kubelet's getPhase: `statuses` holds regular and init container statuses together;
-    `terminal` is podIsTerminal, `initialized` is "a regular container has run"."""
-    pending_init = failed_init = pending_sidecars = 0
+    """The kubelet's getPhase with ContainerRestartRules (Beta, on): `statuses` holds regular and
+    init container statuses together; `terminal` is podIsTerminal, `initialized` is
+    HasAnyActiveRegularContainerStarted. A stopped container counts as restartable by its own
+    restartPolicy, else the pod's."""
+    pending_init = failed_for_good = pending_sidecars = 0
     for spec in shape.init_containers:
         if spec.sidecar:
             continue
@@ -557,18 +564,17 @@ def get_phase(
         state = (s or {}).get("state") or {}
         if s is None or "running" in state:
             pending_init += 1
-        elif "terminated" in state:
-            failed_init += state["terminated"].get("exitCode", 0) != 0
-        elif "waiting" in state:
-            last = (s.get("lastState") or {}).get("terminated")
-            if last is None:
+        elif "terminated" in state or "waiting" in state:
+            ended = state.get("terminated") or (s.get("lastState") or {}).get("terminated")
+            if ended is None:
                 pending_init += 1
             else:
-                failed_init += last.get("exitCode", 0) != 0
+                code = ended.get("exitCode", 0)
+                failed_for_good += code != 0 and not restartable(spec, shape, code)
         else:
             pending_init += 1
 
-    unknown = running = waiting = stopped = succeeded = 0
+    unknown = running = waiting = stopped = succeeded = stopped_for_good = 0
     for spec in shape.init_containers:
         if not spec.sidecar:
             continue
@@ -596,18 +602,17 @@ def get_phase(
             unknown += 1
         elif "running" in state:
             running += 1
-        elif "terminated" in state:
+        elif "terminated" in state or ("waiting" in state and (s.get("lastState") or {}).get("terminated")):
             stopped += 1
-            succeeded += state["terminated"].get("exitCode", 0) == 0
+            ended = state.get("terminated") or s["lastState"]["terminated"]
+            stopped_for_good += not restartable(spec, shape, ended.get("exitCode", 0))
+            succeeded += "terminated" in state and state["terminated"].get("exitCode", 0) == 0
         elif "waiting" in state:
-            if (s.get("lastState") or {}).get("terminated"):
-                stopped += 1
-            else:
-                waiting += 1
+            waiting += 1
         else:
             unknown += 1
 
-    if failed_init > 0 and shape.restart_policy == "Never":
+    if failed_for_good > 0:
         return "Failed"
     if pending_init > 0 or (pending_sidecars > 0 and not initialized) or waiting > 0:
         return "Pending"
@@ -616,13 +621,9 @@ def get_phase(
     if running == 0 and stopped > 0 and unknown == 0:
         if terminal and not shape.static:
             return "Succeeded" if stopped == succeeded else "Failed"
-        if shape.restart_policy == "Always":
+        if stopped != stopped_for_good:
             return "Running"
-        if stopped == succeeded:
-            return "Succeeded"
-        if shape.restart_policy == "Never":
-            return "Failed"
-        return "Running"
+        return "Succeeded" if stopped == succeeded else "Failed"
     return "Pending"
 
 

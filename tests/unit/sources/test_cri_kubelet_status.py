@@ -381,3 +381,17 @@ def test_an_initialized_pod_stays_initialized() -> None:
     rerun = attempt(1, State.RUNNING, name="setup", kind=INIT, created=200)
     again = pod_status(pod, [sandbox()], [rerun], "containerd", previous=first, now=NOW)
     assert conditions(again)["Initialized"]["status"] == "True"
+
+
+def test_the_phase_counts_a_containers_own_restart_policy() -> None:
+    """getPhase with ContainerRestartRules (Beta, on): a stopped container that will not restart
+    by its own restartPolicy makes the pod finish though the pod's policy is Always."""
+    exited = attempt(0)
+    assert (
+        pod_status(web("Always", restart_policy="Never"), [sandbox()], [exited], "c", now=NOW)["phase"]
+        == "Failed"
+    )
+    done = attempt(0, code=0)
+    status = pod_status(web("Always", restart_policy="OnFailure"), [sandbox()], [done], "c", now=NOW)
+    assert status["phase"] == "Succeeded"
+    assert pod_status(web("Always"), [sandbox()], [done], "c", now=NOW)["phase"] == "Running"
