@@ -12,21 +12,22 @@ schedulerName), SetDefaults_Container for every kind of container (imagePullPoli
 terminationMessagePath and -Policy), container ports' protocol, env's fileKeyRef `optional`,
 probes and their HTTP and gRPC handlers, lifecycle HTTP handlers, the downward API's field
 selectors, SetDefaults_Volume and each volume source's own defaults (an ephemeral volume's claim
-template's volumeMode too).
+template's volumeMode too), and SetDefaults_ResourceList: every ResourceList of the spec rounded
+up to milli precision.
 
 Not added, as v1.37.2 adds none: a `resizePolicy` (no defaulting function writes one), pod-level
 requests from pod-level limits (PodLevelResourcesFixDefaulting, Beta and on, moves
 defaultPodRequests out of defaulting into the API server's PrepareForCreate, which a static pod
 never meets) and an HTTP probe's `protocol` (H2CContainerProbe, alpha and off).
-Not covered (docs/sources.md says so): rounding resource quantities up to milli precision
-(SetDefaults_ResourceList: a manifest rarely holds sub-milli values).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 
 from pods_api.core.api.pb import k8s_core_v1_pb2 as core
+from pods_api.core.api.pb import k8s_resource_pb2 as resource
+from pods_api.core.api.quantity import round_up_to_milli
 
 # v1.DefaultTerminationGracePeriodSeconds, v1.DefaultSchedulerName, v1.TerminationMessagePathDefault.
 TERMINATION_GRACE_PERIOD = 30
@@ -49,6 +50,30 @@ def apply_pod_defaults(pod: core.Pod) -> None:
         _volume(volume.volumeSource)
     for container in _all_containers(spec):
         _container(container)
+    for resources in _resource_lists(spec):
+        _round_up(resources)
+
+
+def _resource_lists(spec: core.PodSpec) -> Iterable[MutableMapping[str, resource.Quantity]]:
+    """Every ResourceList of a pod spec that SetObjectDefaults_Pod rounds."""
+    for container in _all_containers(spec):
+        yield container.resources.limits
+        yield container.resources.requests
+    yield spec.overhead
+    if spec.HasField("resources"):
+        yield spec.resources.limits
+        yield spec.resources.requests
+    for volume in spec.volumes:
+        if volume.volumeSource.HasField("ephemeral"):
+            claim = volume.volumeSource.ephemeral.volumeClaimTemplate.spec.resources
+            yield claim.limits
+            yield claim.requests
+
+
+def _round_up(resources: MutableMapping[str, resource.Quantity]) -> None:
+    """SetDefaults_ResourceList: each quantity rounded up to milli precision (`0.0001` is `1m`)."""
+    for quantity in resources.values():
+        quantity.string = round_up_to_milli(quantity.string)
 
 
 def _pod(spec: core.PodSpec) -> None:

@@ -43,7 +43,14 @@ from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal, In
 from enum import Enum
 from typing import Final
 
-__all__ = ["QuantityError", "add_quantities", "binary_quantity", "canonical_quantity", "quantity_value"]
+__all__ = [
+    "QuantityError",
+    "add_quantities",
+    "binary_quantity",
+    "canonical_quantity",
+    "quantity_value",
+    "round_up_to_milli",
+]
 
 
 class QuantityError(ValueError):
@@ -261,3 +268,15 @@ def add_quantities(a: str, b: str) -> str:
 def binary_quantity(count: int) -> str:
     """Go's `resource.NewQuantity(count, resource.BinarySI)`, canonical: `67108864` is `64Mi`."""
     return _format(Decimal(count), _Format.BINARY_SI)
+
+
+_MILLI: Final = Decimal("1E-3")
+
+
+def round_up_to_milli(text: str) -> str:
+    """Go's `q.RoundUp(resource.Milli)`, canonical: a value finer than 1m goes up to the next
+    1m, away from zero (`0.0001` is `1m`), in the quantity's own format."""
+    value, fmt = _parse(text)
+    if _exponent_of(value) < -3:
+        value = value.quantize(_MILLI, rounding=ROUND_UP, context=_EXACT.copy())
+    return _format(value, fmt)

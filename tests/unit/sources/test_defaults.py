@@ -226,3 +226,28 @@ def test_defaulting_twice_changes_nothing() -> None:
     once = message.SerializeToString(deterministic=True)
     apply_pod_defaults(message)
     assert message.SerializeToString(deterministic=True) == once
+
+
+def test_quantities_are_rounded_up_to_milli_precision() -> None:
+    """SetDefaults_ResourceList on every ResourceList of the spec (TestSetDefaultRequestsPod's
+    rounding): finer than 1m goes up to the next 1m; coarser values are left as they are."""
+    fine = {"cpu": "0.0001", "memory": "64Mi"}
+    template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1.00001"}}}}
+    spec = defaulted(
+        {
+            "containers": [container(resources={"limits": fine})],
+            "initContainers": [container(name="i", resources={"requests": {"cpu": "250u"}})],
+            "overhead": {"cpu": "0.0005"},
+            "resources": {"limits": {"cpu": "1.0001"}},
+            "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": template}}],
+        }
+    )
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"cpu": "1m", "memory": "64Mi"},
+        "requests": {"cpu": "1m", "memory": "64Mi"},
+    }
+    assert spec["initContainers"][0]["resources"] == {"requests": {"cpu": "1m"}}
+    assert spec["overhead"] == {"cpu": "1m"}
+    assert spec["resources"] == {"limits": {"cpu": "1001m"}}
+    claim = spec["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]
+    assert claim == {"requests": {"storage": "1001m"}}
