@@ -3,24 +3,31 @@ k8s.io/api/core/v1 types), as the kubelet's defaulting decoder applies it to eve
 reads: without it, a manifest's pod is served as written, and `spec.restartPolicy=Always`
 selects none of them, QoS cannot be derived, and the uid hashes another pod than the one run.
 
-`apply_pod_defaults(pod)` changes the decoded message in place. Covered: SetDefaults_Pod
-(requests from limits per container, enableServiceLinks, hostNetwork host ports, the in-place
-resize policy of containers with requests), SetDefaults_PodSpec (dnsPolicy, restartPolicy,
-securityContext, terminationGracePeriodSeconds, schedulerName), SetDefaults_Container for every
-kind of container (imagePullPolicy by tag, terminationMessagePath and -Policy), container ports'
-protocol, probes and their HTTP and gRPC handlers, lifecycle HTTP handlers, the downward API's
-field selectors, SetDefaults_Volume and each volume source's own defaults.
+`apply_pod_defaults(pod)` changes the decoded message in place, as v1.37.2 does it (checked
+against its SetDefaults_* and SetObjectDefaults_Pod, with the feature gates at their defaults).
+Covered: SetDefaults_Pod (a negative grace period made 1, requests from limits per container,
+enableServiceLinks, hostNetwork host ports), SetDefaults_PodSpec (serviceAccount kept equal to
+serviceAccountName, dnsPolicy, restartPolicy, securityContext, terminationGracePeriodSeconds,
+schedulerName), SetDefaults_Container for every kind of container (imagePullPolicy by tag,
+terminationMessagePath and -Policy), container ports' protocol, env's fileKeyRef `optional`,
+probes and their HTTP and gRPC handlers, lifecycle HTTP handlers, the downward API's field
+selectors, SetDefaults_Volume and each volume source's own defaults (an ephemeral volume's claim
+template's volumeMode too), and SetDefaults_ResourceList: every ResourceList of the spec rounded
+up to milli precision.
 
-Not covered (docs/sources.md says so): rounding resource quantities up to milli precision
-(SetDefaults_ResourceList: a manifest rarely holds sub-milli values) and pod-level requests from
-pod-level limits (defaultPodRequests: it needs the aggregate of the containers' requests).
+Not added, as v1.37.2 adds none: a `resizePolicy` (no defaulting function writes one), pod-level
+requests from pod-level limits (PodLevelResourcesFixDefaulting, Beta and on, moves
+defaultPodRequests out of defaulting into the API server's PrepareForCreate, which a static pod
+never meets) and an HTTP probe's `protocol` (H2CContainerProbe, alpha and off).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 
 from pods_api.core.api.pb import k8s_core_v1_pb2 as core
+from pods_api.core.api.pb import k8s_resource_pb2 as resource
+from pods_api.core.api.quantity import round_up_to_milli
 
 # v1.DefaultTerminationGracePeriodSeconds, v1.DefaultSchedulerName, v1.TerminationMessagePathDefault.
 TERMINATION_GRACE_PERIOD = 30
@@ -30,8 +37,8 @@ TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 VOLUME_FILE_MODE = 0o644
 # A projected service account token's lifetime when unset: an hour.
 TOKEN_EXPIRATION_SECONDS = 3600
-# The resources whose resize policy defaults to NotRequired (InPlacePodVerticalScaling, on).
-RESIZABLE = ("cpu", "memory")
+# What SetDefaults_Pod makes of a negative terminationGracePeriodSeconds: the shortest grace.
+MIN_GRACE_PERIOD = 1
 
 
 def apply_pod_defaults(pod: core.Pod) -> None:
@@ -43,21 +50,42 @@ def apply_pod_defaults(pod: core.Pod) -> None:
         _volume(volume.volumeSource)
     for container in _all_containers(spec):
         _container(container)
+    for resources in _resource_lists(spec):
+        _round_up(resources)
+
+
+def _resource_lists(spec: core.PodSpec) -> Iterable[MutableMapping[str, resource.Quantity]]:
+    """Every ResourceList of a pod spec that SetObjectDefaults_Pod rounds."""
+    for container in _all_containers(spec):
+        yield container.resources.limits
+        yield container.resources.requests
+    yield spec.overhead
+    if spec.HasField("resources"):
+        yield spec.resources.limits
+        yield spec.resources.requests
+    for volume in spec.volumes:
+        if volume.volumeSource.HasField("ephemeral"):
+            claim = volume.volumeSource.ephemeral.volumeClaimTemplate.spec.resources
+            yield claim.limits
+            yield claim.requests
+
+
+def _round_up(resources: MutableMapping[str, resource.Quantity]) -> None:
+    """SetDefaults_ResourceList: each quantity rounded up to milli precision (`0.0001` is `1m`)."""
+    for quantity in resources.values():
+        quantity.string = round_up_to_milli(quantity.string)
 
 
 def _pod(spec: core.PodSpec) -> None:
     """SetDefaults_Pod."""
+    if spec.HasField("terminationGracePeriodSeconds") and spec.terminationGracePeriodSeconds < 0:
+        spec.terminationGracePeriodSeconds = MIN_GRACE_PERIOD
     for group in (spec.containers, spec.initContainers):
         for container in group:
             resources = container.resources
             for name, quantity in resources.limits.items():
                 if name not in resources.requests:
                     resources.requests[name].CopyFrom(quantity)
-    for container in spec.containers:  # regular containers only, as upstream
-        have = {policy.resourceName for policy in container.resizePolicy}
-        for name in RESIZABLE:
-            if name in container.resources.requests and name not in have:
-                container.resizePolicy.add(resourceName=name, restartPolicy="NotRequired")
     if not spec.HasField("enableServiceLinks"):
         spec.enableServiceLinks = True
     if spec.hostNetwork:
@@ -70,6 +98,10 @@ def _pod(spec: core.PodSpec) -> None:
 
 def _pod_spec(spec: core.PodSpec) -> None:
     """SetDefaults_PodSpec."""
+    # The deprecated alias follows serviceAccountName, which wins when both are written.
+    if not spec.serviceAccountName:
+        spec.serviceAccountName = spec.serviceAccount
+    spec.serviceAccount = spec.serviceAccountName
     if not spec.dnsPolicy:
         spec.dnsPolicy = "ClusterFirst"
     if not spec.restartPolicy:
@@ -103,6 +135,10 @@ def _container(container: core.Container | core.EphemeralContainerCommon) -> Non
     for env in container.env:
         if env.HasField("valueFrom") and env.valueFrom.HasField("fieldRef"):
             _field_ref(env.valueFrom.fieldRef)
+        if env.HasField("valueFrom") and env.valueFrom.HasField("fileKeyRef"):
+            file_key = env.valueFrom.fileKeyRef
+            if not file_key.HasField("optional"):
+                file_key.optional = False  # declared `+default=false` on FileKeySelector
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if container.HasField(probe):
             _probe(getattr(container, probe))
@@ -184,6 +220,10 @@ def _volume(source: core.VolumeSource) -> None:
                 token = projection.serviceAccountToken
                 if not token.HasField("expirationSeconds"):
                     token.expirationSeconds = TOKEN_EXPIRATION_SECONDS
+    if source.HasField("ephemeral") and source.ephemeral.HasField("volumeClaimTemplate"):
+        claim = source.ephemeral.volumeClaimTemplate.spec
+        if not claim.HasField("volumeMode"):
+            claim.volumeMode = "Filesystem"  # SetDefaults_PersistentVolumeClaimSpec
     if source.HasField("image") and not source.image.pullPolicy:
         source.image.pullPolicy = (
             "Always" if image_tag(source.image.reference) == "latest" else "IfNotPresent"

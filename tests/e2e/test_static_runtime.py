@@ -11,6 +11,7 @@ and `config.hash` among them). What it serves for the pod is under that uid, so 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -26,6 +27,7 @@ from serve import serving
 from servers import ManifestServer
 
 from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.status import GONE_INIT_MESSAGE, rfc3339
 
 pytestmark = pytest.mark.needs_containerd
 
@@ -134,6 +136,9 @@ async def test_a_static_pod_is_served_under_the_uid_the_runtime_runs_it_with(
     main = status["containerStatuses"][0]
     assert main["containerID"] == f"containerd://{cid}" and main["ready"] is True
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
+    # BestEffort: the kubelet repeats the (no) resources as empty objects, allocates none.
+    assert (status["qosClass"], status["resources"], main["resources"]) == ("BestEffort", {}, {})
+    assert "allocatedResources" not in status and "allocatedResources" not in main
 
 
 async def test_a_static_pod_the_runtime_never_runs_is_served_under_our_uid_after_the_wait(
@@ -320,7 +325,11 @@ async def test_a_static_pods_status_is_complete_as_the_kubelets(
     annotations = {CONFIG_SOURCE: "file", CONFIG_HASH: uid, CONFIG_SEEN: "2026-12-01T10:00:00Z"}
     pod = kubelet.run_pod("etcd-node-1", "kube-system", uid=uid, annotations=annotations)
     kubelet.start_container(pod, "setup", ["/bin/true"], kind="init")
-    cid = kubelet.start_container(pod, "etcd", ["/bin/sleep", "1000"])
+    # The cgroup settings the kubelet derives from those limits (100m: a 10 ms quota of 100 ms).
+    cgroups = cri.LinuxContainerResources(
+        cpu_period=100_000, cpu_quota=10_000, cpu_shares=102, memory_limit_in_bytes=64 * 1024 * 1024
+    )
+    cid = kubelet.start_container(pod, "etcd", ["/bin/sleep", "1000"], resources=cgroups)
     with serve(tmp_path, runtime, "--manifests", str(manifests), "--node-ip", "10.0.0.5") as served:
         watch = Watch(served)
         _, p = await watch.until(running_under(uid))
@@ -334,8 +343,20 @@ async def test_a_static_pods_status_is_complete_as_the_kubelets(
         assert conditions(p)["PodReadyToStartContainers"]["status"] == "True"
         assert conditions(p)["Initialized"]["status"] == "True"
         assert p["spec"]["containers"][0]["resources"]["requests"] == limits  # defaulted
-        # The runtime applies no cgroup limits here (none asked over CRI): the spec's are shown.
-        assert status["containerStatuses"][0]["resources"] == {"limits": limits, "requests": limits}
+        # As the runtime applies them, written as Go writes them (64Mi, not 67108864), and as
+        # allocated; the pod's own resources the containers' summed (the init container's
+        # equal them), as the kubelet writes them with InPlacePodLevelResourcesVerticalScaling.
+        (main,) = status["containerStatuses"]
+        assert main["resources"] == {"limits": limits, "requests": limits}
+        assert main["allocatedResources"] == limits
+        assert setup["allocatedResources"] == limits and setup["resources"] == {
+            "limits": limits,
+            "requests": limits,
+        }
+        assert (status["resources"], status["allocatedResources"]) == (
+            {"limits": limits, "requests": limits},
+            limits,
+        )
 
         kubelet.remove_container(cid)
 
@@ -371,11 +392,25 @@ async def test_a_failed_static_pod_is_not_ready_for_pod_failed(
                 kind != DELETED and p["metadata"]["uid"] == pod.uid and p["status"]["phase"] == "Failed"
             )
         )
+
+        def sandbox_stopped(kind: int, q: dict[str, Any]) -> bool:
+            if kind == DELETED or q["metadata"]["uid"] != pod.uid:
+                return False
+            return conditions(q)["PodReadyToStartContainers"]["status"] == "False"
+
+        _, stopped = await watch.until(sandbox_stopped)
         await watch.close()
     for kind in ("ContainersReady", "Ready"):
         condition = conditions(p)[kind]
         assert (condition["status"], condition["reason"]) == ("False", "PodFailed")
         assert "message" not in condition
+    # GeneratePodReadyToStartContainersCondition: PodSandboxChanged's words for a stopped sandbox.
+    sandbox = conditions(stopped)["PodReadyToStartContainers"]
+    assert (sandbox["status"], sandbox["reason"], sandbox["message"]) == (
+        "False",
+        "PodSandboxNotReady",
+        "pod sandbox is not ready",
+    )
 
 
 async def test_termination_messages_are_read_as_the_kubelet_reads_them(
@@ -447,6 +482,82 @@ async def test_an_init_container_the_runtime_collected_is_completed(
         _, p = await watch.until(running_under(uid))
         await watch.close()
     (init,) = p["status"]["initContainerStatuses"]
-    assert init["state"] == {"terminated": {"exitCode": 0, "reason": "Completed"}} and init["ready"] is True
+    message = GONE_INIT_MESSAGE
+    assert init["state"] == {"terminated": {"exitCode": 0, "reason": "Completed", "message": message}}
+    assert init["ready"] is True
     assert p["status"]["phase"] == "Running"
     assert conditions(p)["Initialized"]["status"] == "True"
+
+
+async def test_a_crash_loop_waits_in_crash_loop_back_off_and_keeps_the_last_exit(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """pkg/kubelet/kuberuntime/kuberuntime_manager.go doBackOff, kubelet_pods.go
+    convertToAPIContainerStatuses: the second exit in a row is waited on for 10 s, the status
+    says so in the kubelet's words with the exit as lastState; once the kubelet has removed the
+    exited containers and runs the next attempt, that exit stays its lastState."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    crash = ["/bin/sh", "-c", "echo oops; exit 1"]
+    put(manifests, "crash.yaml", manifest("crash", crash))
+    pod, first = run_static(kubelet, "crash-node-1", crash)
+    second = kubelet.start_container(pod, "crash", crash, restart_count=1)  # restarted at once
+
+    def in_back_off(kind: int, p: dict[str, Any]) -> bool:
+        if kind == DELETED or p["metadata"]["uid"] != pod.uid:
+            return False
+        statuses = p["status"].get("containerStatuses") or [{}]
+        return "CrashLoopBackOff" in str(statuses[0].get("state", {}).get("waiting", {}))
+
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        _, p = await watch.until(in_back_off)
+        (main,) = p["status"]["containerStatuses"]
+        assert main["state"]["waiting"]["message"] == (
+            f"back-off 10s restarting failed container=crash pod=crash-node-1_kube-system({pod.uid})"
+        )
+        exit_ = main["lastState"]["terminated"]
+        assert (exit_["exitCode"], exit_["reason"], exit_["containerID"]) == (
+            1,
+            "Error",
+            f"containerd://{second}",
+        )
+        assert (main["restartCount"], main["ready"], main["started"]) == (1, False, False)
+        assert p["status"]["phase"] == "Running"
+        # The back-off is over: the kubelet starts the next attempt and collects the old ones.
+        third = kubelet.start_container(pod, "crash", ["/bin/sleep", "1000"], restart_count=2)
+        kubelet.remove_container(first)
+        kubelet.remove_container(second)
+        _, q = await watch.until(running_under(pod.uid))
+        await watch.close()
+    (main,) = q["status"]["containerStatuses"]
+    assert main["containerID"] == f"containerd://{third}" and main["restartCount"] == 2
+    assert main["lastState"] == {"terminated": exit_}  # carried: the runtime no longer has it
+
+
+async def test_condition_times_are_the_runtimes_not_our_first_look(
+    tmp_path: Path, runtime: Containerd, kubelet: Kubelet
+) -> None:
+    """The kubelet stamps a condition's lastTransitionTime when it writes the status the runtime
+    event changed: the sandbox's creation, the container's start. A pods-api started later
+    says the same times."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    put(manifests, "etcd.yaml", manifest("etcd", ["/bin/sleep", "1000"]))
+    pod, cid = run_static(kubelet, "etcd-node-1", ["/bin/sleep", "1000"])
+    created, started = kubelet.sandbox_created_at(pod), kubelet.status(cid).started_at
+    # Not synchronisation: the pod must be older than pods-api's first look by a whole second,
+    # the conditions' precision, for a first-look time to show.
+    await asyncio.sleep(1.1)
+    with serve(tmp_path, runtime, "--manifests", str(manifests)) as served:
+        watch = Watch(served)
+        _, p = await watch.until(running_under(pod.uid))
+        await watch.close()
+    times = {kind: c["lastTransitionTime"] for kind, c in conditions(p).items()}
+    assert times == {
+        "PodReadyToStartContainers": rfc3339(created),
+        "Initialized": rfc3339(created),
+        "Ready": rfc3339(started),
+        "ContainersReady": rfc3339(started),
+        "PodScheduled": rfc3339(created),
+    }

@@ -368,9 +368,17 @@ class Kubelet:
         kind: str = "container",
         mounts: list[cri.Mount] | None = None,
         annotations: dict[str, str] | None = None,
+        resources: cri.LinuxContainerResources | None = None,
     ) -> str:
         cid = self.create_container(
-            pod, name, command, restart_count=restart_count, kind=kind, mounts=mounts, annotations=annotations
+            pod,
+            name,
+            command,
+            restart_count=restart_count,
+            kind=kind,
+            mounts=mounts,
+            annotations=annotations,
+            resources=resources,
         )
         self.stub.StartContainer(cri.StartContainerRequest(container_id=cid), timeout=TIMEOUT)
         return cid
@@ -385,8 +393,10 @@ class Kubelet:
         kind: str = "container",
         mounts: list[cri.Mount] | None = None,
         annotations: dict[str, str] | None = None,
+        resources: cri.LinuxContainerResources | None = None,
     ) -> str:
-        """`annotations` are added to (and replace) the kubelet's own for a container."""
+        """`annotations` are added to (and replace) the kubelet's own for a container;
+        `resources` are the cgroup settings the kubelet derives from the spec's resources."""
         host = cri.NamespaceOption(network=cri.NODE, pid=cri.CONTAINER, ipc=cri.POD)
         config = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name=name, attempt=restart_count),
@@ -406,7 +416,8 @@ class Kubelet:
             mounts=mounts or [],
             log_path=f"{name}/{restart_count}.log",
             linux=cri.LinuxContainerConfig(
-                security_context=cri.LinuxContainerSecurityContext(namespace_options=host)
+                resources=resources,
+                security_context=cri.LinuxContainerSecurityContext(namespace_options=host),
             ),
         )
         request = cri.CreateContainerRequest(

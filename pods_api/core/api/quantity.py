@@ -43,7 +43,14 @@ from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal, In
 from enum import Enum
 from typing import Final
 
-__all__ = ["QuantityError", "canonical_quantity"]
+__all__ = [
+    "QuantityError",
+    "add_quantities",
+    "binary_quantity",
+    "canonical_quantity",
+    "quantity_value",
+    "round_up_to_milli",
+]
 
 
 class QuantityError(ValueError):
@@ -249,3 +256,27 @@ def _format_decimal(value: Decimal, fmt: _Format) -> str:
     if fmt is _Format.DECIMAL_SI and exponent in _DECIMAL_SI_SUFFIXES:
         return mantissa + _DECIMAL_SI_SUFFIXES[exponent]
     return mantissa if exponent == 0 else f"{mantissa}e{exponent}"
+
+
+def add_quantities(a: str, b: str) -> str:
+    """Go's `a.Add(b)`, canonical: the exact sum in `a`'s format (in `b`'s when `a` is zero)."""
+    value_a, fmt = _parse(a)
+    value_b, fmt_b = _parse(b)
+    return _format(_EXACT.copy().add(value_a, value_b), fmt_b if value_a.is_zero() else fmt)
+
+
+def binary_quantity(count: int) -> str:
+    """Go's `resource.NewQuantity(count, resource.BinarySI)`, canonical: `67108864` is `64Mi`."""
+    return _format(Decimal(count), _Format.BINARY_SI)
+
+
+_MILLI: Final = Decimal("1E-3")
+
+
+def round_up_to_milli(text: str) -> str:
+    """Go's `q.RoundUp(resource.Milli)`, canonical: a value finer than 1m goes up to the next
+    1m, away from zero (`0.0001` is `1m`), in the quantity's own format."""
+    value, fmt = _parse(text)
+    if _exponent_of(value) < -3:
+        value = value.quantize(_MILLI, rounding=ROUND_UP, context=_EXACT.copy())
+    return _format(value, fmt)

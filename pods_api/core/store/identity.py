@@ -92,7 +92,8 @@ Status precedence. A served pod's `status` is merged, field by field, from up to
   - mirror: the report of a static pod that a configured pod owns (a mirror: the kubelet's
     status through the control plane; the kubelet's own view, preferred when both are there);
   - owner: the owning source's own status (a static pod file says only `phase: Pending`).
-For each field the first layer in its row that has a value (not absent, empty or null) wins:
+For each field the first layer in its row that has a value (not absent, empty or null) wins
+(where every layer's is empty, an empty object is kept: `resources: {}` is the kubelet's word):
 
   | status field(s)                                        | precedence                  |
   | ------------------------------------------------------ | --------------------------- |
@@ -699,7 +700,7 @@ def merge_status(layers: Mapping[Layer, Mapping[str, Any]]) -> dict[str, Any]:
             out.update({k: layers[layer][k] for k in keys if _has(layers[layer].get(k))})
     every = {k for status in layers.values() for k in status}
     for key in sorted(every - grouped - {"conditions"}):
-        layer = _first(layers, DEFAULT_PRECEDENCE, (key,))
+        layer = _first(layers, DEFAULT_PRECEDENCE, (key,)) or _empty_object(layers, key)
         if layer is not None:
             out[key] = layers[layer][key]
     _keep_terminal_phase(layers, out)
@@ -710,6 +711,12 @@ def merge_status(layers: Mapping[Layer, Mapping[str, Any]]) -> dict[str, Any]:
         if key in out and layers.get(Layer.OVERLAY, {}).get(key) is out[key]:
             out[key] = _keep_readiness(out[key], layers, key)
     return out
+
+
+def _empty_object(layers: Mapping[Layer, Mapping[str, Any]], key: str) -> Layer | None:
+    """The first layer whose `key` is an empty object, where no layer has more: the kubelet
+    writes some as `{}` (a BestEffort pod's `resources`), and `{}` is not the field's absence."""
+    return next((layer for layer in DEFAULT_PRECEDENCE if layers.get(layer, {}).get(key) == {}), None)
 
 
 def _keep_terminal_phase(layers: Mapping[Layer, Mapping[str, Any]], out: dict[str, Any]) -> None:

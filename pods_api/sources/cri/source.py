@@ -58,6 +58,7 @@ from pods_api.core.store.identity import CONFIG_SOURCE, SANDBOX_READY, STATIC_CO
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.cri import status as cristatus
+from pods_api.sources.cri.backoff import CrashLoops
 from pods_api.sources.cri.observed import Observer
 from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
 from pods_api.sources.staleness import ConnectedGauge, Staleness, WarnedSink, after_missed
@@ -96,6 +97,8 @@ class RuntimeView:
     runtime: str
     sandboxes: dict[str, list[Sandbox]] = field(default_factory=dict)
     containers: dict[str, list[Container]] = field(default_factory=dict)
+    # The exited containers the kubelet waits out a crash-loop back-off for: id -> seconds.
+    back_offs: dict[str, int] = field(default_factory=dict)
 
     @property
     def uids(self) -> set[str]:
@@ -226,6 +229,7 @@ def container_from_status(listed: cri.Container, response: cri.ContainerStatusRe
         ports=ports,
         cpu_quota=status.resources.linux.cpu_quota,
         cpu_period=status.resources.linux.cpu_period,
+        cpu_shares=status.resources.linux.cpu_shares,
         memory_limit=status.resources.linux.memory_limit_in_bytes,
         user=_user(status),
     )
@@ -343,6 +347,7 @@ def standalone_pod(
     previous: Mapping[str, Any] | None,
     now: str,
     node_ips: Sequence[str] = (),
+    back_offs: Iterable[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     """A pod in Kubernetes JSON from nothing but what the runtime reports; `sandboxes` holds at
     least one."""
@@ -388,6 +393,10 @@ def standalone_pod(
         ephemeral_containers=shape_of(spec.get("ephemeralContainers", [])),
         static=annotations.get(cristatus.CONFIG_SOURCE_ANNOTATION, "api") != "api",
         host_network=newest.host_network,
+        name=newest.name,
+        namespace=newest.namespace,
+        uid=uid,
+        resources_known=False,
     )
     metadata: dict[str, Any] = {"name": newest.name, "namespace": newest.namespace, "uid": uid}
     labels = {k: v for k, v in newest.labels.items() if k not in cristatus.KUBELET_POD_LABELS}
@@ -397,7 +406,14 @@ def standalone_pod(
         metadata["annotations"] = annotations
     metadata["creationTimestamp"] = cristatus.rfc3339(min(s.created_at for s in sandboxes))
     status = cristatus.pod_status(
-        shape, sandboxes, containers, runtime, previous=previous, now=now, node_ips=node_ips
+        shape,
+        sandboxes,
+        containers,
+        runtime,
+        previous=previous,
+        now=now,
+        node_ips=node_ips,
+        back_offs=dict(back_offs),
     )
     return {"metadata": metadata, "spec": spec, "status": status}
 
@@ -460,6 +476,8 @@ class _RuntimeFollower(Generic[S]):
         self._staleness.upstream = f"the runtime at {socket}"
         # Across reconnections: a container already told of is not told again.
         self._observer = Observer()
+        # Across relists: the kubelet's crash-loop back-offs, counted from the exits seen.
+        self._crash_loops = CrashLoops()
 
     def publish(self, sink: S, view: RuntimeView) -> None:
         raise NotImplementedError
@@ -521,6 +539,7 @@ class _RuntimeFollower(Generic[S]):
                 while True:
                     wake.clear()
                     view = await reader.relist()
+                    view.back_offs = self._crash_loops.observe(view.containers)
                     self.publish(sink, view)
                     self.tell(sink, view)
                     sink.mark_synced()
@@ -532,6 +551,11 @@ class _RuntimeFollower(Generic[S]):
                     events.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await events
+
+
+def _back_offs(view: RuntimeView, containers: Sequence[Container]) -> tuple[tuple[str, int], ...]:
+    """The back-offs of one pod's containers, comparable as inputs."""
+    return tuple(sorted((c.id, view.back_offs[c.id]) for c in containers if c.id in view.back_offs))
 
 
 def _inputs(sandboxes: Sequence[Sandbox], containers: Sequence[Container]) -> tuple[Any, ...]:
@@ -575,7 +599,8 @@ class CRISource(_RuntimeFollower[SourceSink]):
             sandboxes = view.sandboxes[uid]
             # Containers whose sandbox is gone are left for the kubelet's GC: no pod for them.
             containers = view.containers.get(uid, [])
-            inputs = _inputs(sandboxes, containers)
+            back_offs = _back_offs(view, containers)
+            inputs = (*_inputs(sandboxes, containers), back_offs)
             old = self._built.get(uid)
             if old is not None and old[0] == inputs:
                 built[uid] = old
@@ -590,6 +615,7 @@ class CRISource(_RuntimeFollower[SourceSink]):
                 node_ips=self._node_ips,
                 previous=previous,
                 now=now,
+                back_offs=back_offs,
             )
             try:
                 built[uid] = (inputs, PodVersion.from_json(pod))
@@ -676,7 +702,9 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
                 for c in (pod.json.get("status") or {}).get("conditions") or ()
                 if c.get("type") in shape.readiness_gates
             )
-            inputs = (shape, orjson.dumps(gates), *_inputs(view.sandboxes[uid], view.containers.get(uid, [])))
+            containers = view.containers.get(uid, [])
+            back_offs = _back_offs(view, containers)
+            inputs = (shape, orjson.dumps(gates), *_inputs(view.sandboxes[uid], containers), back_offs)
             old = self._computed.get(uid)
             if old is not None and old[0] == inputs:
                 computed[uid] = old
@@ -686,11 +714,12 @@ class CRIStatusOverlay(_RuntimeFollower[StatusSink]):
             status = cristatus.pod_status(
                 shape,
                 view.sandboxes[uid],
-                view.containers.get(uid, []),
+                containers,
                 view.runtime,
                 previous=previous,
                 now=now,
                 node_ips=self._node_ips,
+                back_offs=dict(back_offs),
             )
             # Only what the runtime tells: other sources' conditions stay theirs.
             status["conditions"] = [

@@ -1,27 +1,38 @@
-"""A pod's `status` computed from what the container runtime reports over CRI, by the kubelet's
-rules (pkg/kubelet/kubelet_pods.go: convertToAPIContainerStatuses, getPhase; pkg/kubelet/status/
-generate.go: the conditions). Pure functions over plain values: no I/O, no clock except `now`.
+"""A pod's `status` computed from what the container runtime reports over CRI, by the kubelet
+v1.37.2's rules (pkg/kubelet/kubelet_pods.go: convertToAPIContainerStatuses, getPhase,
+generateAPIPodStatus; pkg/kubelet/status/generate.go: the conditions), with that release's
+feature gates at their defaults. Pure functions over plain values: no I/O, no clock.
 
 What we compute, and where it differs from the kubelet because the kubelet knows more:
 
 - `containerStatuses`, `initContainerStatuses`, `ephemeralContainerStatuses`: per container name,
   the newest runtime container gives `state`, the one before it `lastState`; `restartCount` from
   the annotation `io.kubernetes.container.restartCount`; `containerID` `<runtime>://<id>`;
-  `image` and `imageID` as the runtime reports them. A container the runtime has not created yet
-  is waiting with reason `ContainerCreating` (`PodInitializing` when the pod has init
-  containers). The kubelet's own waiting reasons (`CrashLoopBackOff`, `ErrImagePull`, ...) live
-  only in the kubelet: between restarts we show the runtime's truth, the terminated container.
+  `image` and `imageID` as the runtime reports them. As RestartAllContainersOnContainerExits
+  (Beta, on) has it, `previous` carries over: the larger restart count, and the previous exit
+  as `lastState` once the runtime has removed the container that made it. A container the
+  runtime has not created yet is waiting with reason `ContainerCreating` (`PodInitializing`
+  when the pod has init containers).
+- `CrashLoopBackOff`: an exited container the kubelet waits out a back-off for (`back_offs`,
+  counted by sources/cri/backoff.py) and would restart (ShouldContainerBeRestarted) waits with
+  the kubelet's reason and message, its exit as `lastState`. The other waiting reasons
+  (`ErrImagePull`, ...) are the kubelet's own errors, which the runtime never sees.
 - `started` and `ready`: probe results live only in the kubelet. We compute them as the kubelet
   does for a container without probes: a running container is started and ready, any other is
   neither. When `previous` (an older status of the same pod: ours, or the owning source's in the
   overlay) has values for the same running container ID, those are kept instead.
-- `phase`: getPhase, without the alpha ContainerRestartRules gate. The pod counts as terminal
+- `resources` and `allocatedResources`, per container and for the pod (sources/cri/resources.py),
+  where the spec's resources are known.
+- `phase`: getPhase with ContainerRestartRules (Beta, on): a container's own restartPolicy
+  before the pod's, its restartPolicyRules (exit codes) not followed. The pod counts as terminal
   (podIsTerminal) when its newest sandbox is stopped and nothing runs in it: the kubelet stops a
   pod's sandbox only once it has finished with the pod.
-- `conditions`: PodReadyToStartContainers (the newest sandbox is ready), Initialized, Ready,
-  ContainersReady, PodScheduled, with the kubelet's reasons and messages; a condition's
-  `lastTransitionTime` is kept from `previous` while its status stays, else `now`. Conditions
-  in `previous` that the kubelet does not own are kept, first, as the kubelet keeps them.
+- `conditions`: PodReadyToStartContainers (the newest sandbox is ready; else PodSandboxNotReady
+  with PodSandboxChanged's reason), Initialized, Ready, ContainersReady, PodScheduled, with the
+  kubelet's reasons and messages; a condition's `lastTransitionTime` is kept from `previous`
+  while its status stays, else it is the runtime's time of the event that changed it
+  (`transition_time`). Conditions in `previous` that the kubelet does not own are kept, first,
+  as the kubelet keeps them.
 - `podIP`/`podIPs` from the newest sandbox's network status while it is ready; for pods on the
   host network, and `hostIP`/`hostIPs` for every pod, the node's IPs as --node-ip gives them
   (the runtime does not report them; without the flag they are absent).
@@ -39,6 +50,7 @@ from decimal import Decimal
 from typing import Any
 
 from pods_api.core.api.quantity import QuantityError, quantity_value
+from pods_api.sources.cri import resources as criresources
 
 # The kubelet's labels and annotations on sandboxes and containers (kuberuntime/labels.go).
 POD_UID_LABEL = "io.kubernetes.pod.uid"
@@ -106,6 +118,7 @@ class Container:
     # What the runtime applies (ContainerStatus.resources.linux): 0 where it says nothing.
     cpu_quota: int = 0
     cpu_period: int = 0
+    cpu_shares: int = 0
     memory_limit: int = 0
     user: tuple[int, int, tuple[int, ...]] | None = None  # uid, gid, supplemental groups
 
@@ -115,6 +128,7 @@ class SpecContainer:
     name: str
     image: str = ""
     sidecar: bool = False  # an init container with restartPolicy Always
+    restart_policy: str = ""  # the container's own restartPolicy, "" for the pod's
     # The spec's resources as (name, quantity) pairs, and its volume mounts as
     # (name, mountPath, readOnly, recursiveReadOnly): what the status repeats.
     requests: tuple[tuple[str, str], ...] = ()
@@ -128,6 +142,7 @@ class SpecContainer:
             container.get("name", ""),
             container.get("image", ""),
             container.get("restartPolicy") == "Always",
+            container.get("restartPolicy") or "",
             tuple(sorted((resources.get("requests") or {}).items())),
             tuple(sorted((resources.get("limits") or {}).items())),
             tuple(
@@ -156,12 +171,25 @@ class Shape:
     host_network: bool = False
     generation: int = 0  # metadata.generation: the conditions' observedGeneration
     qos: str = ""  # the spec's QoS class; "" where the spec's resources are not known
+    # The pod as the kubelet's messages name it (format.Pod: NAME_NAMESPACE(UID)).
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    # The spec's pod-level resources and its runtime class's overhead, as (name, quantity).
+    pod_requests: tuple[tuple[str, str], ...] = ()
+    pod_limits: tuple[tuple[str, str], ...] = ()
+    overhead: tuple[tuple[str, str], ...] = ()
+    # Whether the spec's resources are known (not in standalone, where CRI is all there is): the
+    # statuses then repeat them, `{}` for none, as the kubelet does.
+    resources_known: bool = True
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> Shape:
         """From a pod's Kubernetes JSON (the owning source's, in the overlay)."""
         spec = pod.get("spec") or {}
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        metadata = pod.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        resources = spec.get("resources") or {}
 
         def containers(key: str) -> tuple[SpecContainer, ...]:
             return tuple(SpecContainer.from_spec(c) for c in spec.get(key) or ())
@@ -173,10 +201,16 @@ class Shape:
             spec.get("restartPolicy") or "Always",
             annotations.get(CONFIG_SOURCE_ANNOTATION, "api") != "api",
             tuple(g.get("conditionType", "") for g in spec.get("readinessGates") or ()),
-            bool((pod.get("metadata") or {}).get("deletionTimestamp")),
+            bool(metadata.get("deletionTimestamp")),
             bool(spec.get("hostNetwork")),
-            int((pod.get("metadata") or {}).get("generation") or 0),
+            int(metadata.get("generation") or 0),
             qos_class(spec),
+            metadata.get("name", ""),
+            metadata.get("namespace", ""),
+            metadata.get("uid", ""),
+            tuple(sorted((resources.get("requests") or {}).items())),
+            tuple(sorted((resources.get("limits") or {}).items())),
+            tuple(sorted((spec.get("overhead") or {}).items())),
         )
 
 
@@ -297,12 +331,14 @@ def _vanished(
     return status
 
 
-def _applied(spec: SpecContainer, c: Container, running: bool) -> dict[str, Any]:
+def _applied(
+    spec: SpecContainer, c: Container, running: bool, old: Mapping[str, Any] | None, *, resources: bool
+) -> dict[str, Any]:
     """What convertToAPIContainerStatuses adds from the spec and the runtime: `volumeMounts`
     (the spec's, a read-only one with its recursiveReadOnly, Disabled unless asked), `user`
-    (the runtime's, SupplementalGroupsPolicy), and for a running container `resources`: the
-    spec's requests, its limits as the runtime applies them (cpu from the CFS quota, memory
-    from the cgroup limit) where the runtime says, else the spec's (InPlacePodVerticalScaling)."""
+    (the runtime's, SupplementalGroupsPolicy) and, where the spec's resources are known
+    (`resources`), `resources` (sources/cri/resources.py) and `allocatedResources` (the spec's
+    requests). `old`: the earlier status of the same container, only while it runs."""
     out: dict[str, Any] = {}
     if spec.mounts:
         mounts = []
@@ -321,23 +357,31 @@ def _applied(spec: SpecContainer, c: Container, running: bool) -> dict[str, Any]
         if groups:
             linux["supplementalGroups"] = list(groups)
         out["user"] = {"linux": linux}
-    if running and (spec.requests or spec.limits):
-        limits = dict(spec.limits)
-        if c.cpu_quota > 0 and c.cpu_period > 0:
-            limits["cpu"] = f"{c.cpu_quota * 1000 // c.cpu_period}m"
-        if c.memory_limit > 0 and "memory" in limits:
-            limits["memory"] = str(c.memory_limit)
-        resources: dict[str, Any] = {}
-        if limits:
-            resources["limits"] = limits
+    if resources:
+        out["resources"] = criresources.container_resources(
+            spec.requests,
+            spec.limits,
+            running=running,
+            cpu_quota=c.cpu_quota,
+            cpu_period=c.cpu_period,
+            cpu_shares=c.cpu_shares,
+            memory_limit=c.memory_limit,
+            old=old,
+        )
         if spec.requests:
-            resources["requests"] = dict(spec.requests)
-        out["resources"] = resources
+            out["allocatedResources"] = dict(spec.requests)
     return out
 
 
 def _terminated(old: Mapping[str, Any] | None) -> bool:
     return old is not None and "terminated" in (old.get("state") or {})
+
+
+# What the kubelet says of a completed init container the runtime no longer has.
+GONE_INIT_MESSAGE = (
+    "Unable to get init container status from container runtime and pod has been initialized, "
+    "treat it as exited normally"
+)
 
 
 def _completed_init(spec: SpecContainer, old: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -346,7 +390,7 @@ def _completed_init(spec: SpecContainer, old: Mapping[str, Any] | None) -> dict[
     would show the pod as Pending, Init:0/1)."""
     return {
         "name": spec.name,
-        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": GONE_INIT_MESSAGE}},
         "lastState": (old or {}).get("lastState") or {},
         "ready": True,
         "restartCount": int((old or {}).get("restartCount", 0)),
@@ -354,6 +398,47 @@ def _completed_init(spec: SpecContainer, old: Mapping[str, Any] | None) -> dict[
         "imageID": "",
         "started": False,
     }
+
+
+def _convert(c: Container, runtime: str, old: Mapping[str, Any] | None) -> dict[str, Any]:
+    """convertContainerStatus: one runtime container as an API status. With
+    RestartAllContainersOnContainerExits (Beta, on in v1.37.2) the old status carries over: the
+    larger restart count, and as `lastState` the old container's exit (when this is another
+    container) or the old `lastState`, so the previous exit outlives the runtime's removal of
+    the container that made it."""
+    state, restarts = _state(c, runtime, old)
+    cid = container_id(runtime, c.id)
+    status: dict[str, Any] = {
+        "name": c.name,
+        "state": state,
+        "lastState": {},
+        "restartCount": c.restart_count,
+        "image": c.image,
+        "imageID": c.image_ref,
+        "containerID": cid,
+    }
+    if old is not None:
+        old_state = old.get("state") or {}
+        old_count = int(old.get("restartCount", 0))
+        status["restartCount"] = max(old_count, c.restart_count)
+        if old.get("containerID") != cid and "terminated" in old_state:
+            status["lastState"] = {"terminated": old_state["terminated"]}
+        elif (old.get("lastState") or {}).get("terminated"):
+            status["lastState"] = {"terminated": old["lastState"]["terminated"]}
+        if "running" in state and "terminated" in old_state and old_count >= c.restart_count:
+            status["restartCount"] = old_count + 1
+    if restarts is not None:
+        status["restartCount"] = restarts
+    return status
+
+
+def should_restart(spec: SpecContainer, shape: Shape, c: Container) -> bool:
+    """ShouldContainerBeRestarted for a container the runtime has, with ContainerRestartRules
+    (Beta, on): the container's own restartPolicy before the pod's. Its restartPolicyRules are
+    not followed (the exit codes they name)."""
+    if shape.deleted or c.state is State.RUNNING:
+        return False
+    return c.state is not State.EXITED or restartable(spec, shape, c.exit_code)
 
 
 def container_statuses(
@@ -366,8 +451,13 @@ def container_statuses(
     previous: Sequence[Mapping[str, Any]] = (),
     deleted: bool = False,
     regular_started: bool = False,
+    shape: Shape | None = None,
+    back_offs: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """The API statuses of one kind of container (regular, init or ephemeral)."""
+    """The API statuses of one kind of container (regular, init or ephemeral). `back_offs`:
+    the exited containers (by id) the kubelet waits out a back-off for (sources/cri/backoff.py),
+    which then wait in CrashLoopBackOff; None for ephemeral containers, never restarted."""
+    shape = shape or Shape()
     old_by_name = {s.get("name"): s for s in previous}
     by_name: dict[str, list[Container]] = {}
     for c in runtime_containers:
@@ -386,32 +476,33 @@ def container_statuses(
             statuses[spec.name] = _vanished(spec, old, default_reason, deleted=deleted)
             continue
         newest = history[0]
-        state, restarts = _state(newest, runtime, old)
-        cid = container_id(runtime, newest.id)
+        status = _convert(newest, runtime, old)
+        if len(history) > 1:
+            status["lastState"] = _state(history[1], runtime, None)[0]
+        state = status["state"]
+        done_init = is_init and state.get("terminated", {}).get("exitCode", -1) == 0
+        wait = (back_offs or {}).get(newest.id)
+        if wait and not done_init and should_restart(spec, shape, newest):
+            if "terminated" in state:
+                status["lastState"] = state
+            message = back_off_message(wait, spec.name, shape)
+            status["state"] = state = {"waiting": {"reason": CRASH_LOOP_BACK_OFF, "message": message}}
         running = "running" in state
         ready = running
         if is_init and not spec.sidecar:
             # An init container that has done its work is ready (kubelet_pods.go
             # convertToAPIContainerStatuses: exited with code 0 and not restartable).
-            ready = state.get("terminated", {}).get("exitCode", -1) == 0
-        status = {
-            "name": spec.name,
-            "state": state,
-            "lastState": _state(history[1], runtime, None)[0] if len(history) > 1 else {},
-            "ready": ready,
-            "restartCount": newest.restart_count if restarts is None else restarts,
-            "image": newest.image or spec.image,
-            "imageID": newest.image_ref,
-            "containerID": cid,
-            "started": running,
-            **_applied(spec, newest, running),
-        }
-        if (
+            ready = done_init
+        status["ready"] = ready
+        status["started"] = running
+        same = (
             running
             and old is not None
-            and old.get("containerID") == cid
+            and old.get("containerID") == status["containerID"]
             and "running" in (old.get("state") or {})
-        ):
+        )
+        status.update(_applied(spec, newest, running, old if same else None, resources=shape.resources_known))
+        if same and old is not None:
             # Probe results: only the kubelet has them; keep what was said about this container.
             for key in ("ready", "started"):
                 if key in old:
@@ -421,6 +512,27 @@ def container_statuses(
     return ordered if is_init else sorted(ordered, key=lambda s: s["name"])
 
 
+# The kubelet's waiting reason for a container it waits to restart (kubecontainer.ErrCrashLoopBackOff).
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+
+
+def back_off_message(seconds: int, container: str, shape: Shape) -> str:
+    """doBackOff's message, the pod as format.Pod writes it, the wait as Go prints a Duration."""
+    return (
+        f"back-off {go_duration(seconds)} restarting failed container={container} "
+        f"pod={shape.name}_{shape.namespace}({shape.uid})"
+    )
+
+
+def go_duration(seconds: int) -> str:
+    """Go's time.Duration String() of whole seconds: 10s, 1m20s, 5m0s, 1h0m0s."""
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
 # -- phase ---------------------------------------------------------------------------------------
 
 
@@ -428,12 +540,23 @@ def _status_of(statuses: Sequence[Mapping[str, Any]], name: str) -> Mapping[str,
     return next((s for s in statuses if s.get("name") == name), None)
 
 
+def restartable(spec: SpecContainer, shape: Shape, exit_code: int) -> bool:
+    """podutil.ContainerShouldRestart without restartPolicyRules: the container's own
+    restartPolicy (ContainerRestartRules, Beta and on), else the pod's."""
+    policy = spec.restart_policy or shape.restart_policy
+    if policy == "Never":
+        return False
+    return exit_code != 0 if policy == "OnFailure" else True
+
+
 def get_phase(
     shape: Shape, statuses: Sequence[Mapping[str, Any]], *, terminal: bool, initialized: bool
 ) -> str:
-    """The kubelet's getPhase: `statuses` holds regular and init container statuses together;
-    `terminal` is podIsTerminal, `initialized` is "a regular container has run"."""
-    pending_init = failed_init = pending_sidecars = 0
+    """The kubelet's getPhase with ContainerRestartRules (Beta, on): `statuses` holds regular and
+    init container statuses together; `terminal` is podIsTerminal, `initialized` is
+    HasAnyActiveRegularContainerStarted. A stopped container counts as restartable by its own
+    restartPolicy, else the pod's."""
+    pending_init = failed_for_good = pending_sidecars = 0
     for spec in shape.init_containers:
         if spec.sidecar:
             continue
@@ -441,18 +564,17 @@ def get_phase(
         state = (s or {}).get("state") or {}
         if s is None or "running" in state:
             pending_init += 1
-        elif "terminated" in state:
-            failed_init += state["terminated"].get("exitCode", 0) != 0
-        elif "waiting" in state:
-            last = (s.get("lastState") or {}).get("terminated")
-            if last is None:
+        elif "terminated" in state or "waiting" in state:
+            ended = state.get("terminated") or (s.get("lastState") or {}).get("terminated")
+            if ended is None:
                 pending_init += 1
             else:
-                failed_init += last.get("exitCode", 0) != 0
+                code = ended.get("exitCode", 0)
+                failed_for_good += code != 0 and not restartable(spec, shape, code)
         else:
             pending_init += 1
 
-    unknown = running = waiting = stopped = succeeded = 0
+    unknown = running = waiting = stopped = succeeded = stopped_for_good = 0
     for spec in shape.init_containers:
         if not spec.sidecar:
             continue
@@ -480,18 +602,17 @@ def get_phase(
             unknown += 1
         elif "running" in state:
             running += 1
-        elif "terminated" in state:
+        elif "terminated" in state or ("waiting" in state and (s.get("lastState") or {}).get("terminated")):
             stopped += 1
-            succeeded += state["terminated"].get("exitCode", 0) == 0
+            ended = state.get("terminated") or s["lastState"]["terminated"]
+            stopped_for_good += not restartable(spec, shape, ended.get("exitCode", 0))
+            succeeded += "terminated" in state and state["terminated"].get("exitCode", 0) == 0
         elif "waiting" in state:
-            if (s.get("lastState") or {}).get("terminated"):
-                stopped += 1
-            else:
-                waiting += 1
+            waiting += 1
         else:
             unknown += 1
 
-    if failed_init > 0 and shape.restart_policy == "Never":
+    if failed_for_good > 0:
         return "Failed"
     if pending_init > 0 or (pending_sidecars > 0 and not initialized) or waiting > 0:
         return "Pending"
@@ -500,17 +621,21 @@ def get_phase(
     if running == 0 and stopped > 0 and unknown == 0:
         if terminal and not shape.static:
             return "Succeeded" if stopped == succeeded else "Failed"
-        if shape.restart_policy == "Always":
+        if stopped != stopped_for_good:
             return "Running"
-        if stopped == succeeded:
-            return "Succeeded"
-        if shape.restart_policy == "Never":
-            return "Failed"
-        return "Running"
+        return "Succeeded" if stopped == succeeded else "Failed"
     return "Pending"
 
 
 # -- conditions ----------------------------------------------------------------------------------
+
+# The kubelet's PodReadyToStartContainers reason and its messages (pkg/kubelet/types/constants.go).
+SANDBOX_NOT_READY = "PodSandboxNotReady"
+NO_SANDBOX = "no pod sandbox exists"
+MULTIPLE_SANDBOXES = "multiple pod sandboxes are ready and need to be reconciled"
+SANDBOX_STOPPED = "pod sandbox is not ready"
+NETWORK_CHANGED = "network namespace mode changed and sandbox needs to be recreated"
+NO_IP = "pod sandbox has no IP address"
 
 
 def _names(names: Sequence[str]) -> str:
@@ -518,42 +643,42 @@ def _names(names: Sequence[str]) -> str:
 
 
 def _initialized(
-    shape: Shape, init: Sequence[Mapping[str, Any]], regular: Sequence[Mapping[str, Any]], phase: str
+    shape: Shape,
+    init: Sequence[Mapping[str, Any]],
+    regular: Sequence[Mapping[str, Any]],
+    phase: str,
+    old: Mapping[str, Any] | None,
 ) -> tuple[str, str, str]:
-    if not shape.init_containers:
-        return "True", "", ""
+    """GeneratePodInitializedCondition: a sidecar counts once started, another init container
+    once ready; with RestartAllContainersOnContainerExits (on) a pod once initialized stays so."""
     unknown: list[str] = []
     incomplete: list[str] = []
     for spec in shape.init_containers:
         s = _status_of(init, spec.name)
         if s is None:
             unknown.append(spec.name)
-            continue
-        terminated = ((s.get("state") or {}).get("terminated")) or None
-        done = (
-            bool(s.get("started"))
-            if spec.sidecar
-            else (terminated is not None and not terminated.get("exitCode"))
-        )
-        if not done:
+        elif not (s.get("started") if spec.sidecar else s.get("ready")):
             incomplete.append(spec.name)
     if phase == "Succeeded" and not unknown:
         return "True", "PodCompleted", ""
-    if any(
-        {"running", "terminated"} & (s.get("state") or {}).keys()
-        or (s.get("lastState") or {}).get("terminated")
-        for s in regular
-    ):
+    if any({"running", "terminated"} & (s.get("state") or {}).keys() for s in regular):
         return "True", "", ""
-    incomplete += unknown
+    messages = []
+    if unknown:
+        messages.append(f"containers with unknown status: {_names(unknown)}")
     if incomplete:
-        return "False", "ContainersNotInitialized", f"containers with incomplete status: {_names(incomplete)}"
+        messages.append(f"containers with incomplete status: {_names(incomplete)}")
+    if messages:
+        if old is not None and old.get("status") == "True":
+            return "True", "", ""
+        return "False", "ContainersNotInitialized", ", ".join(messages)
     return "True", "", ""
 
 
 def _containers_ready(
     shape: Shape, init: Sequence[Mapping[str, Any]], regular: Sequence[Mapping[str, Any]], phase: str
 ) -> tuple[str, str, str]:
+    """GenerateContainersReadyCondition."""
     unknown: list[str] = []
     unready: list[str] = []
     checks = [(s, init) for s in shape.init_containers if s.sidecar] + [
@@ -575,7 +700,7 @@ def _containers_ready(
     if unready:
         messages.append(f"containers with unready status: {_names(unready)}")
     if messages:
-        return "False", "ContainersNotReady", "; ".join(messages)
+        return "False", "ContainersNotReady", ", ".join(messages)
     return "True", "", ""
 
 
@@ -596,16 +721,17 @@ def _condition(
     kind: str,
     value: tuple[str, str, str],
     previous: Mapping[str, Mapping[str, Any]],
-    now: str,
+    at: str,
     generation: int = 0,
 ) -> dict[str, Any]:
+    """A condition; its lastTransitionTime is the old one while its status stays, else `at`."""
     status, reason, message = value
     old = previous.get(kind)
     since = old.get("lastTransitionTime") if old and old.get("status") == status else None
     condition: dict[str, Any] = {"type": kind, "status": status}
     if generation:
         condition["observedGeneration"] = generation  # PodObservedGenerationTracking, on since 1.34
-    condition["lastTransitionTime"] = since or now
+    condition["lastTransitionTime"] = since or at
     if reason:
         condition["reason"] = reason
     if message:
@@ -613,21 +739,79 @@ def _condition(
     return condition
 
 
+def transition_time(
+    kind: str, status: str, shape: Shape, sandboxes: Sequence[Sandbox], containers: Sequence[Container]
+) -> int:
+    """When, by the runtime's clock, a kubelet condition took the status it has (0: unknown).
+    The kubelet stamps its own clock when it writes the status that changes a condition, just
+    after the runtime event that changed it; the runtime dates that event: a sandbox's creation,
+    a container's start or exit."""
+    if not sandboxes:
+        return 0
+    first = min(s.created_at for s in sandboxes)
+    newest = max(sandboxes, key=lambda s: s.created_at)
+    if kind == "PodReadyToStartContainers":
+        if status == "True" or newest.ready:
+            return newest.created_at
+        exits = [c.finished_at for c in containers if c.sandbox_id == newest.id]
+        return max(exits, default=0) or newest.created_at
+    if kind in ("Ready", "ContainersReady") or (kind == "Initialized" and status == "True"):
+        names = {s.name for s in shape.init_containers if kind == "Initialized" or s.sidecar}
+        kinds = (INIT,) if kind == "Initialized" else (REGULAR, INIT)
+        if kind != "Initialized":
+            names |= {s.name for s in shape.containers}
+        relevant = [c for c in containers if c.kind in kinds and c.name in names]
+        if status == "True":
+            times = [c.finished_at if c.state is State.EXITED else c.started_at for c in relevant]
+        else:
+            times = [c.finished_at for c in relevant if c.state is State.EXITED]
+        return max(times, default=0) or first
+    return first
+
+
 # -- the whole status ----------------------------------------------------------------------------
 
 
-def sandbox_changed(shape: Shape, sandboxes: Sequence[Sandbox]) -> bool:
-    """The kubelet's PodSandboxChanged (kuberuntime_manager.go): whether it would need a new
-    sandbox: none, more than one ready, the newest not ready, on another network namespace
-    than the spec asks, or off the host network without an IP."""
+def sandbox_changed(shape: Shape, sandboxes: Sequence[Sandbox]) -> str:
+    """The kubelet's PodSandboxChanged (kuberuntime/util): why it would need a new sandbox (its
+    message), "" when it would not: none, more than one ready, the newest not ready, on another
+    network namespace than the spec asks, or off the host network without an IP."""
     if not sandboxes:
-        return True
+        return NO_SANDBOX
     if sum(s.ready for s in sandboxes) > 1:
-        return True
+        return MULTIPLE_SANDBOXES
     newest = max(sandboxes, key=lambda s: s.created_at)
-    if not newest.ready or newest.host_network != shape.host_network:
-        return True
-    return not newest.host_network and not pod_ips(newest)
+    if not newest.ready:
+        return SANDBOX_STOPPED
+    if newest.host_network != shape.host_network:
+        return NETWORK_CHANGED
+    return NO_IP if not newest.host_network and not pod_ips(newest) else ""
+
+
+def pod_resources(shape: Shape) -> dict[str, Any]:
+    """The pod's `resources` and `allocatedResources` as the kubelet writes them for a static
+    pod (getEffectiveAllocatedResources: its requests and limits, the containers' aggregated
+    under the pod-level ones; `{}` for a BestEffort pod), and its requests as allocated."""
+
+    def aggregate(kind: str) -> dict[str, str]:
+        return criresources.aggregate(
+            (getattr(c, kind) for c in shape.containers),
+            ((getattr(c, kind), c.sidecar) for c in shape.init_containers),
+        )
+
+    requests = criresources.pod_requests(aggregate("requests"), shape.pod_requests, shape.overhead)
+    limits = criresources.pod_limits(
+        aggregate("limits"), shape.pod_requests, shape.pod_limits, shape.overhead
+    )
+    resources: dict[str, Any] = {}
+    if limits:
+        resources["limits"] = limits
+    if requests:
+        resources["requests"] = requests
+    out: dict[str, Any] = {"resources": resources}
+    if requests:
+        out["allocatedResources"] = dict(requests)
+    return out
 
 
 def pod_ips(sandbox: Sandbox | None) -> list[str]:
@@ -655,12 +839,16 @@ def pod_status(
     previous: Mapping[str, Any] | None = None,
     now: str,
     node_ips: Sequence[str] = (),
+    back_offs: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The pod's status in Kubernetes JSON, from its sandboxes and containers (all of them, of
     every attempt). `previous` is an older status of the same pod; `now` the time to stamp on
-    conditions that change; `node_ips` the node's (--node-ip), which CRI does not report: the
-    pod's hostIP(s), and the podIP(s) of a pod on the host network."""
+    conditions that change when the runtime dates nothing (no sandbox); `node_ips` the node's
+    (--node-ip), which CRI does not report: the pod's hostIP(s), and the podIP(s) of a pod on
+    the host network; `back_offs` the exited containers the kubelet waits out a crash-loop
+    back-off for, in seconds by container id (sources/cri/backoff.py)."""
     previous = previous or {}
+    back_offs = back_offs or {}
     newest = max(sandboxes, key=lambda s: s.created_at, default=None)
     has_init = bool(shape.init_containers)
 
@@ -675,6 +863,8 @@ def pod_status(
         is_init=False,
         previous=previous.get("containerStatuses") or (),
         deleted=shape.deleted,
+        shape=shape,
+        back_offs=back_offs,
     )
     init = container_statuses(
         shape.init_containers,
@@ -685,6 +875,8 @@ def pod_status(
         previous=previous.get("initContainerStatuses") or (),
         deleted=shape.deleted,
         regular_started=any(c.state is not State.CREATED for c in of(REGULAR)),
+        shape=shape,
+        back_offs=back_offs,
     )
     ephemeral = container_statuses(
         shape.ephemeral_containers,
@@ -693,34 +885,41 @@ def pod_status(
         has_init=has_init,
         is_init=False,
         previous=previous.get("ephemeralContainerStatuses") or (),
+        shape=shape,
     )
     running_anything = any(c.state is State.RUNNING for c in containers)
     terminal = (newest is None or not newest.ready) and not running_anything and bool(containers)
-    initialized = any(c.state is State.RUNNING for c in of(REGULAR))
+    # HasAnyActiveRegularContainerStarted: a regular container exists in the newest sandbox.
+    initialized = newest is not None and any(c.sandbox_id == newest.id for c in of(REGULAR))
     phase = get_phase(shape, [*regular, *init], terminal=terminal, initialized=initialized)
 
     old_conditions = {c.get("type", ""): c for c in previous.get("conditions") or ()}
     conditions = [c for c in previous.get("conditions") or () if c.get("type") not in KUBELET_CONDITIONS]
     # GeneratePodReadyToStartContainersCondition: false while the kubelet would make a new sandbox.
-    sandbox_ready = ("False", "", "") if sandbox_changed(shape, sandboxes) else ("True", "", "")
+    why = sandbox_changed(shape, sandboxes)
+    sandbox_ready = ("False", SANDBOX_NOT_READY, why) if why else ("True", "", "")
     containers_ready = _containers_ready(shape, init, regular, phase)
     ready = containers_ready
     if ready[0] == "True" and shape.readiness_gates:
         ready = _readiness_gates(shape, conditions)
     for kind, value in (
         ("PodReadyToStartContainers", sandbox_ready),
-        ("Initialized", _initialized(shape, init, regular, phase)),
+        ("Initialized", _initialized(shape, init, regular, phase, old_conditions.get("Initialized"))),
         ("Ready", ready),
         ("ContainersReady", containers_ready),
         ("PodScheduled", ("True", "", "")),
     ):
-        conditions.append(_condition(kind, value, old_conditions, now, shape.generation))
+        at = transition_time(kind, value[0], shape, sandboxes, containers)
+        stamp = rfc3339(at) if at else now
+        conditions.append(_condition(kind, value, old_conditions, stamp, shape.generation))
 
     status: dict[str, Any] = {"phase": phase, "conditions": conditions}
     if shape.generation:
         status["observedGeneration"] = shape.generation
     if shape.qos:
         status["qosClass"] = shape.qos
+    if shape.resources_known:
+        status.update(pod_resources(shape))
     if node_ips:
         status["hostIP"] = node_ips[0]
         status["hostIPs"] = [{"ip": ip} for ip in node_ips]

@@ -15,6 +15,7 @@ from pods_api.core.api.codec import pod_from_message, pod_to_message
 from pods_api.sources.cri.source import _log_message
 from pods_api.sources.cri.status import (
     EPHEMERAL,
+    GONE_INIT_MESSAGE,
     INIT,
     LOST_MESSAGE,
     REGULAR,
@@ -323,7 +324,7 @@ def test_shape_from_a_pod() -> None:
     }
     got = Shape.from_pod(pod)
     assert got.restart_policy == "OnFailure" and got.static and got.readiness_gates == ("g",)
-    assert got.init_containers == (SpecContainer("s", "x", sidecar=True),)
+    assert got.init_containers == (SpecContainer("s", "x", sidecar=True, restart_policy="Always"),)
 
 
 # -- properties ----------------------------------------------------------------------------------
@@ -615,7 +616,10 @@ def test_an_init_container_gone_while_the_regular_ones_run_completed() -> None:
         shape("main", init=("setup",)), [sandbox()], [ctr("main", State.RUNNING, 105)], "containerd", now=NOW
     )
     (setup,) = status["initContainerStatuses"]
-    assert setup["state"] == {"terminated": {"exitCode": 0, "reason": "Completed"}} and setup["ready"] is True
+    assert (
+        setup["state"] == {"terminated": {"exitCode": 0, "reason": "Completed", "message": GONE_INIT_MESSAGE}}
+        and setup["ready"] is True
+    )
     assert status["phase"] == "Running"
     assert next(c for c in status["conditions"] if c["type"] == "Initialized")["status"] == "True"
     # Before any regular container: it has not run yet, it waits.

@@ -97,8 +97,8 @@ def test_init_and_ephemeral_containers_are_defaulted_too() -> None:
     assert spec["ephemeralContainers"][0]["terminationMessagePath"] == "/dev/termination-log"
 
 
-def test_requests_default_to_limits_and_resizable_resources_get_a_resize_policy() -> None:
-    """TestSetDefaultRequestsPod; InPlacePodVerticalScaling's NotRequired for cpu and memory."""
+def test_requests_default_to_limits_and_no_resize_policy_is_added() -> None:
+    """TestSetDefaultRequestsPod. v1.37.2 writes no resizePolicy: no defaulting function has one."""
     limits = {"cpu": "100m", "memory": "64Mi"}
     spec = defaulted(
         {
@@ -108,12 +108,51 @@ def test_requests_default_to_limits_and_resizable_resources_get_a_resize_policy(
     )
     (c,) = spec["containers"]
     assert c["resources"]["requests"] == {"cpu": "100m", "memory": "32Mi"}  # a request written stays
-    assert c["resizePolicy"] == [
-        {"resourceName": "cpu", "restartPolicy": "NotRequired"},
-        {"resourceName": "memory", "restartPolicy": "NotRequired"},
-    ]
+    assert "resizePolicy" not in c
     assert spec["initContainers"][0]["resources"]["requests"] == limits
-    assert "resizePolicy" not in spec["initContainers"][0]  # regular containers only
+    assert "resizePolicy" not in spec["initContainers"][0]
+
+
+def test_pod_level_limits_give_no_pod_level_requests() -> None:
+    """PodLevelResourcesFixDefaulting (on in v1.37.2) leaves defaultPodRequests to the API server."""
+    spec = defaulted({"resources": {"limits": {"cpu": "1"}}, "containers": [container()]})
+    assert spec["resources"] == {"limits": {"cpu": "1"}}
+
+
+def test_a_negative_grace_period_becomes_one_second() -> None:
+    """SetDefaults_Pod: a negative terminationGracePeriodSeconds is made 1."""
+    spec = defaulted({"terminationGracePeriodSeconds": -5, "containers": [container()]})
+    assert spec["terminationGracePeriodSeconds"] == 1
+
+
+@pytest.mark.parametrize(
+    ("written", "name", "alias"),
+    [
+        ({"serviceAccountName": "a"}, "a", "a"),
+        ({"serviceAccount": "b"}, "b", "b"),
+        ({"serviceAccountName": "a", "serviceAccount": "b"}, "a", "a"),  # the name wins
+    ],
+)
+def test_the_deprecated_service_account_follows_the_name(
+    written: dict[str, str], name: str, alias: str
+) -> None:
+    """SetDefaults_PodSpec keeps serviceAccount equal to serviceAccountName."""
+    spec = defaulted({**written, "containers": [container()]})
+    assert (spec["serviceAccountName"], spec["serviceAccount"]) == (name, alias)
+
+
+def test_file_key_refs_are_not_optional_and_ephemeral_claims_are_filesystems() -> None:
+    """Declared defaults: FileKeySelector.optional false; SetDefaults_PersistentVolumeClaimSpec."""
+    env = [{"name": "E", "valueFrom": {"fileKeyRef": {"volumeName": "v", "path": "p", "key": "k"}}}]
+    template = {"spec": {"accessModes": ["ReadWriteOnce"]}}
+    spec = defaulted(
+        {
+            "containers": [container(env=env)],
+            "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": template}}],
+        }
+    )
+    assert spec["containers"][0]["env"][0]["valueFrom"]["fileKeyRef"]["optional"] is False
+    assert spec["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["volumeMode"] == "Filesystem"
 
 
 def test_host_network_ports_get_host_ports_and_every_port_tcp() -> None:
@@ -187,3 +226,28 @@ def test_defaulting_twice_changes_nothing() -> None:
     once = message.SerializeToString(deterministic=True)
     apply_pod_defaults(message)
     assert message.SerializeToString(deterministic=True) == once
+
+
+def test_quantities_are_rounded_up_to_milli_precision() -> None:
+    """SetDefaults_ResourceList on every ResourceList of the spec (TestSetDefaultRequestsPod's
+    rounding): finer than 1m goes up to the next 1m; coarser values are left as they are."""
+    fine = {"cpu": "0.0001", "memory": "64Mi"}
+    template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1.00001"}}}}
+    spec = defaulted(
+        {
+            "containers": [container(resources={"limits": fine})],
+            "initContainers": [container(name="i", resources={"requests": {"cpu": "250u"}})],
+            "overhead": {"cpu": "0.0005"},
+            "resources": {"limits": {"cpu": "1.0001"}},
+            "volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": template}}],
+        }
+    )
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"cpu": "1m", "memory": "64Mi"},
+        "requests": {"cpu": "1m", "memory": "64Mi"},
+    }
+    assert spec["initContainers"][0]["resources"] == {"requests": {"cpu": "1m"}}
+    assert spec["overhead"] == {"cpu": "1m"}
+    assert spec["resources"] == {"limits": {"cpu": "1001m"}}
+    claim = spec["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["resources"]
+    assert claim == {"requests": {"storage": "1001m"}}

@@ -321,6 +321,14 @@ def test_an_overlay_status_merges_by_the_precedence_table() -> None:
     assert drain(watcher) == [(EventType.MODIFIED, "web-uid")]
 
 
+def test_an_empty_resources_object_of_the_overlay_is_kept() -> None:
+    """The kubelet writes a BestEffort pod's `status.resources` as `{}`; the owner has none."""
+    cache = new_cache()
+    cache.source("apiserver").replace([owned_pod(**reported_status())])
+    cache.overlay("cri").set_status("web-uid", {**runtime_status(), "resources": {}})
+    assert cache.get("web-uid").json["status"]["resources"] == {}
+
+
 def test_a_restarted_container_does_not_inherit_readiness() -> None:
     cache = new_cache()
     cache.source("apiserver").replace([owned_pod(**reported_status())])

@@ -351,10 +351,12 @@ class LinuxContainerSecurityContext(_message.Message):
     def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ...) -> None: ...
 
 class LinuxContainerConfig(_message.Message):
-    __slots__ = ("security_context",)
+    __slots__ = ("resources", "security_context")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SECURITY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    resources: LinuxContainerResources
     security_context: LinuxContainerSecurityContext
-    def __init__(self, security_context: _Optional[_Union[LinuxContainerSecurityContext, _Mapping]] = ...) -> None: ...
+    def __init__(self, resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., security_context: _Optional[_Union[LinuxContainerSecurityContext, _Mapping]] = ...) -> None: ...
 
 class ContainerMetadata(_message.Message):
     __slots__ = ("name", "attempt")
