@@ -6,8 +6,11 @@ modules do. The test writes the fixture files; the Go program prints what it rec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -17,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from builders import make_pod
-from gobuild import go
+from gobuild import BUILD_TIMEOUT, go
 from golines import Lines, run
 from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
@@ -161,28 +164,52 @@ def test_the_go_example_is_shown_verbatim() -> None:
     assert block.group(1) == EXAMPLE.read_text()
 
 
-def test_the_go_example_lists_and_watches(
-    go_build: Callable[[str, str], Path], served: Served, fixtures: Path
-) -> None:
-    example = go_build("kubelet", "./cmd/example")
-    proc = subprocess.Popen([str(example), str(served.socket)], stdout=subprocess.PIPE, text=True)
-    guard = threading.Timer(TIMEOUT, proc.kill)  # a safety net: every line below comes at once
+def documented_run() -> str:
+    """The shell block of docs/clients.md that runs the example, as written."""
+    text = (DOCS / "clients.md").read_text()
+    marker = "<!-- run by tests/e2e/test_go_kubelet.py::test_the_go_example_lists_and_watches -->"
+    block = text.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    assert "go run ./cmd/example" in block, block
+    return block
+
+
+def test_the_go_example_lists_and_watches(served: Served, fixtures: Path) -> None:
+    """docs/clients.md's command as written (`cd tests/go/kubelet && go run ./cmd/example
+    ../../../run/pods-api.sock`), from a checkout's top, where `run/` is the served directory:
+    the module is copied there, since the relative path is resolved from its real directory."""
+    top = served.run_dir.parent
+    shutil.copytree(EXAMPLE.parents[2], top / "tests" / "go" / "kubelet")
+    env = {**os.environ, "PATH": f"{Path(go()).parent}:{os.environ['PATH']}", "GOFLAGS": "-mod=readonly"}
+    errors = top / "go-run.stderr"
+    err_file = errors.open("w")
+    proc = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\n" + documented_run()],
+        cwd=top,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=err_file,
+        text=True,
+        start_new_session=True,  # go run's child too is stopped with its group
+    )
+    # A safety net: `go run` compiles (from the build cache the other tests filled), then every
+    # line below comes at once.
+    guard = threading.Timer(BUILD_TIMEOUT, os.killpg, (proc.pid, signal.SIGKILL))
     guard.start()
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline().strip() for _ in range(2 * len(PODS) + 1)]
         listed = sorted(f"shop {name} Running" for name in PODS)
-        assert sorted(lines[: len(PODS)]) == listed
+        assert sorted(lines[: len(PODS)]) == listed, errors.read_text()
         assert sorted(lines[len(PODS) : -1]) == [f"ADDED {line}" for line in listed]
         assert lines[-1] == "INITIAL_SYNC_COMPLETE"
         (fixtures / "web.yaml").unlink()
         assert proc.stdout.readline().strip() == "DELETED shop web"  # no phase: only the identity
     finally:
         guard.cancel()
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=TIMEOUT)
+        err_file.close()
 
 
 def test_the_documented_module_versions_are_the_ones_built() -> None:
