@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from pods_api.core.assembly import Core, build_core
-from pods_api.core.config import Config
+from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET, Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.policy import connections as limits
 from pods_api.core.policy.metrics import event_type_label
@@ -141,8 +142,25 @@ def _claim(path: Path, config: Config, claims: list[sockets.Claim]) -> sockets.C
         raise StartupError(str(exc)) from None
     except sockets.UnsafeDirectory as exc:
         raise StartupError(str(exc), exit_code=2) from None
+    except PermissionError as exc:
+        raise StartupError(_not_permitted(path, exc)) from None
     claims.append(claimed)
     return claimed
+
+
+def _not_permitted(path: Path, exc: PermissionError) -> str:
+    """What a user who may not create the socket's directory or files is to do: the default
+    paths are root's, and a newcomer meets them first (`pods-api serve --fixtures ...`)."""
+    where = exc.filename or path.parent
+    said = f"cannot create {where} (for the socket {path}): {exc.strerror}"
+    if path in (DEFAULT_SOCKET, BRIDGE_SOCKET):
+        why = (
+            "without --run-dir or --socket pods-api serves where node agents look for the Pods API "
+            f"({path.parent}), which only root may create"
+        )
+    else:
+        why = f"this user (uid {os.geteuid()}) may not write there"
+    return f"{said}: {why}; give --run-dir DIR (e.g. --run-dir ./run) for sockets of your own, or run as root"
 
 
 async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Server:
