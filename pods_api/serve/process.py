@@ -202,6 +202,7 @@ async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvic
             create_app(core),
             http=GatewayConnection.configured(config.header_timeout, config.max_connections),
             lifespan="off",
+            ws="none",  # nothing is served over WebSocket; upgrades are refused (gateway/connection.py)
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,

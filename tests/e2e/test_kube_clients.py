@@ -9,6 +9,7 @@ import json
 import queue
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -520,6 +521,14 @@ def test_kubectl_logs_and_exec_say_what_serves_them(node: Node) -> None:
     assert shell.returncode == 1
     assert "does not serve pods/exec" in shell.stderr and "crictl exec" in shell.stderr
     assert httpx.get(f"{node.url}/livez").text == "ok\n"
+    # kubectl tried WebSocket, then SPDY, and was answered: nothing of it in the server's log.
+    # A malformed request's warning, logged after, marks how far the log has been read.
+    with socket.create_connection(("127.0.0.1", node.port), timeout=TIMEOUT) as conn:
+        conn.sendall(b"NOT HTTP\r\n\r\n")
+        conn.recv(1024)
+    node.served.wait_for_line("Invalid HTTP request received.")
+    said = "".join(node.served.lines)
+    assert "Unsupported upgrade request" not in said and "WebSocket" not in said, said
 
 
 # -- kr8s --------------------------------------------------------------------------------------
