@@ -274,6 +274,21 @@ def test_the_grpcio_snippet_runs(server: Served, tmp_path: Path) -> None:
     assert lines[-1] == "INITIAL_SYNC_COMPLETE"
 
 
+def test_the_client_snippet_runs_as_pasted(server: Served, tmp_path: Path) -> None:
+    """docs/clients.md's pods_api.client snippet, pasted into a file and run from the top: the
+    pods, then the watch's snapshot up to INITIAL_SYNC_COMPLETE."""
+    text = (DOCS / "clients.md").read_text()
+    block = re.search(r"## Python client: `pods_api.client`\n.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    script = tmp_path / "client_snippet.py"
+    script.write_text(block.group(1))
+    lines = until_line([sys.executable, str(script)], "INITIAL_SYNC_COMPLETE", cwd=top(server))
+    names = sorted(name for _, name in example_names())
+    assert sorted(line.split()[1] for line in lines[: len(names)]) == names
+    assert sorted(lines[len(names) : -1]) == [f"ADDED {name}" for name in names]
+    assert lines[-1] == "INITIAL_SYNC_COMPLETE None"
+
+
 def test_list_pods_example_without_arguments_prints_usage() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "list_pods.py")],
