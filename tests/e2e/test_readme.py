@@ -195,9 +195,10 @@ def test_quick_start_grpcurl(server: Served, command: str) -> None:
     elif "v1alpha1.Pods/ListPods" in command:  # the kubelet's contract: each pod is bytes
         pods = json.loads(result.stdout)["pods"]
         assert sorted(pod_from_bytes(base64.b64decode(p))["metadata"]["name"] for p in pods) == names
-    else:  # the documentation contract: readable JSON
+    else:  # the documentation contract: protobuf JSON, as the README says (not Kubernetes JSON)
         pods = json.loads(result.stdout)["pods"]
         assert sorted(p["metadata"]["name"] for p in pods) == names
+        assert all(set(p["metadata"]["creationTimestamp"]) == {"seconds"} for p in pods)
 
 
 @pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("curl")])
