@@ -393,6 +393,27 @@ def test_shell_blocks_are_all_accounted_for() -> None:
                 assert f"def {test}(" in source, f"{where}: {path}::{test} does not exist"
 
 
+# A line that is a command (a prompt, or one of the programs the docs run): a block holding one
+# is a shell block, whatever its fence says.
+_COMMAND = re.compile(
+    r"^(\$ |pods-api (serve|get|watch|check|kubeconfig) |(curl|grpcurl) -|kubectl [a-z]|go (run|list|build) "
+    r"|npm install|node \S+\.js|pip install|python -m |pytest|cd \S|docker (build|run|push) )",
+    re.M,
+)
+
+
+def test_no_shell_block_goes_without_its_language() -> None:
+    """A fence with no language is not checked above: one that holds commands must say `sh` (and
+    be run, or say why not); a synopsis or a table says `text`."""
+    hidden = []
+    for path in documents():
+        text = path.read_text()
+        for fence in _FENCE.finditer(text):
+            if fence.group(1) == "" and _COMMAND.search(fence.group(2)):
+                hidden.append(f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, fence.start()) + 1}")
+    assert hidden == [], f"shell blocks without a language: {hidden}"
+
+
 def test_the_named_tests_read_the_blocks_they_run() -> None:
     """A test named as running a block reads the document that holds it: a block moved to
     another file must not leave its test reading nothing."""
