@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from builders import make_pod
+from docblocks import run_by
 from gobuild import BUILD_TIMEOUT, go
 from golines import Lines, run
 from repo import DOCS, ROOT
@@ -166,9 +167,7 @@ def test_the_go_example_is_shown_verbatim() -> None:
 
 def documented_run() -> str:
     """The shell block of docs/clients.md that runs the example, as written."""
-    text = (DOCS / "clients.md").read_text()
-    marker = "<!-- run by tests/e2e/test_go_kubelet.py::test_the_go_example_lists_and_watches -->"
-    block = text.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    block = run_by("clients.md", "test_the_go_example_lists_and_watches")
     assert "go run ./cmd/example" in block, block
     return block
 
@@ -213,11 +212,7 @@ def test_the_go_example_lists_and_watches(served: Served, fixtures: Path) -> Non
 
 
 def versions_block() -> str:
-    text = (DOCS / "clients.md").read_text()
-    marker = (
-        "<!-- run by tests/e2e/test_go_kubelet.py::test_the_documented_module_versions_are_the_ones_built -->"
-    )
-    return text.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return run_by("clients.md", "test_the_documented_module_versions_are_the_ones_built")
 
 
 def test_the_documented_module_versions_are_the_ones_built() -> None:

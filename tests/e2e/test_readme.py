@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from docblocks import run_by
 from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
 
@@ -499,9 +500,7 @@ def node_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def node_block() -> str:
     """docs/clients.md's command for the Node example, as written."""
-    text = (DOCS / "clients.md").read_text()
-    marker = "<!-- run by tests/e2e/test_readme.py::test_node_example_lists_and_watches -->"
-    block = text.split(marker, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    block = run_by("clients.md", "test_node_example_lists_and_watches")
     assert "node list_pods.js ../../run/pods-api.sock" in block, block
     return block
 
