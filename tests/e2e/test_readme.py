@@ -83,7 +83,8 @@ def example_names() -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     run = tmp_path_factory.mktemp("readme") / "run"
-    with serving(run, "--fixtures", str(ROOT / "examples" / "fixtures")) as served:
+    # The docs' command exactly: no --node-name (the host's name), as a user types it.
+    with serving(run, "--fixtures", str(ROOT / "examples" / "fixtures"), node_name=None) as served:
         yield served
 
 
@@ -239,7 +240,9 @@ def test_the_retry_recipe_waits_for_readiness(tmp_path: Path) -> None:
     once it is, exit 0 (a bare `--retry 5` gives up after ~5 s with the 503 bodies concatenated)."""
     (command,) = [c for c in cookbook() if "--retry" in c]
     fixtures = str(ROOT / "examples" / "fixtures")
-    with serving(tmp_path / "run", "--fixtures", fixtures, "--ready-delay", "5", ready=False) as served:
+    with serving(
+        tmp_path / "run", "--fixtures", fixtures, "--ready-delay", "5", ready=False, node_name=None
+    ) as served:
         probe = subprocess.run(
             [
                 "curl",
@@ -330,7 +333,7 @@ def test_client_commands_print_what_the_docs_show(tmp_path: Path) -> None:
     sessions = client_sessions()
     exports = [c for c, _ in sessions if c.startswith("export ")]
     assert exports == ["export PODS_API_SOCKET=run/pods-api.sock"]
-    with serving(tmp_path / "run", "--fixtures", str(ROOT / "examples" / "fixtures")):
+    with serving(tmp_path / "run", "--fixtures", str(ROOT / "examples" / "fixtures"), node_name=None):
         for command, shown in sessions:
             if command in exports:
                 continue
@@ -510,7 +513,7 @@ def test_node_example_lists_and_watches(node_example: Path) -> None:
     served: npm install (up to date by now), then the example on the relative socket path."""
     checkout = node_example.parents[1]
     fixtures = str(ROOT / "examples" / "fixtures")
-    with serving(checkout / "run", "--fixtures", fixtures):
+    with serving(checkout / "run", "--fixtures", fixtures, node_name=None):
         lines = until_line(
             ["bash", "-c", "set -euo pipefail\n" + node_block()], "INITIAL_SYNC_COMPLETE", cwd=checkout
         )
