@@ -105,12 +105,7 @@ async def serve(config: Config) -> None:
             tasks = [group.create_task(_run_source(s, sink, core), name=s.name) for s, sink in sinks]
             tasks += [group.create_task(_run_overlay(o, sink, core), name=o.name) for o, sink in overlay_runs]
             tasks.append(group.create_task(heap.keep_trimmed(), name="heap trim"))
-            log.info(
-                "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
-                config.socket,
-                config.http_socket_path,
-                f", also http://{config.http_listen}" if config.http_listen else "",
-            )
+            log.info("%s", serving_line(config))
             await stop.wait()
             log.info("shutting down")
             await _shutdown(core, grpc_server, http, tasks)
@@ -146,6 +141,19 @@ def _claim(path: Path, config: Config, claims: list[sockets.Claim]) -> sockets.C
         raise StartupError(_not_permitted(path, exc)) from None
     claims.append(claimed)
     return claimed
+
+
+# Said of the default paths at start, so that serving there is never a surprise.
+_DEFAULT_PATH_NOTE = ": the default, where node agents look for the Pods API (--run-dir DIR serves elsewhere)"
+
+
+def serving_line(config: Config) -> str:
+    """The start-up line: both sockets (and the TCP listener), and whether they are the defaults."""
+    also = f", also http://{config.http_listen}" if config.http_listen else ""
+    default = _DEFAULT_PATH_NOTE if config.socket in (DEFAULT_SOCKET, BRIDGE_SOCKET) else ""
+    return (
+        f"serving the Pods API on {config.socket} (gRPC) and {config.http_socket_path} (HTTP{also}){default}"
+    )
 
 
 def _not_permitted(path: Path, exc: PermissionError) -> str:
