@@ -161,7 +161,7 @@ def _not_permitted(path: Path, exc: PermissionError) -> str:
     paths are root's, and a newcomer meets them first (`pods-api serve --fixtures ...`)."""
     where = exc.filename or path.parent
     said = f"cannot create {where} (for the socket {path}): {exc.strerror}"
-    if path in (DEFAULT_SOCKET, BRIDGE_SOCKET):
+    if path.parent in (DEFAULT_SOCKET.parent, BRIDGE_SOCKET.parent):
         why = (
             "without --run-dir or --socket pods-api serves where node agents look for the Pods API "
             f"({path.parent}), which only root may create"

@@ -199,8 +199,10 @@ def decide(spec: dict[str, Any]) -> tuple[bool, str]:
     resource = spec.get("resourceAttributes")
     if isinstance(resource, dict):
         subresource = resource.get("subresource")
-        if subresource:  # pods/log, pods/exec: the words their requests are refused with
+        if subresource and resource.get("resource") == "pods":  # pods/log, pods/exec: as refused
             return False, kubeerrors.subresource_refusal(str(subresource), str(resource.get("name", "")))
+        if subresource:  # nodes/proxy, ...: none is served
+            return False, DENIED
         verbs = served_verbs().get(str(resource.get("resource", ""))) or ()
         yes = resource.get("group", "") == "" and resource.get("verb") in verbs
         return yes, ALLOWED if yes else DENIED

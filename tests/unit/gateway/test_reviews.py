@@ -54,6 +54,7 @@ async def test_access_review_allows_reading_pods_only(gateway: Gateway) -> None:
         {"verb": "delete", "resource": "pods"},
         {"verb": "get", "resource": "secrets"},
         {"verb": "watch", "resource": "nodes"},
+        {"verb": "get", "resource": "nodes", "subresource": "proxy"},
         {"verb": "list", "resource": "pods", "group": "apps"},
     ):
         denied = await review(gateway, access_review(**attributes), PROTOBUF)
