@@ -14,7 +14,11 @@ can open needs (core/policy/connections.py says why each limit and what value):
   and body, or the SSE frames queued for one watcher, instead of one each;
 - a request whose body turns out malformed (a bad chunk) while the app is answering it ends
   that connection quietly, instead of uvicorn answering 400 under the app's feet and logging
-  "Exception in ASGI application".
+  "Exception in ASGI application";
+- an upgrade request (`kubectl exec`, `attach`, `port-forward`: WebSocket, then SPDY) is
+  answered as plain HTTP, where the Kubernetes view refuses it saying what serves it instead,
+  without uvicorn's "Unsupported upgrade request." warning for each: nothing here upgrades, and
+  the client was told why (the process serves with `ws="none"`).
 """
 
 from __future__ import annotations
@@ -183,6 +187,10 @@ class GatewayConnection(H11Protocol):
             self.transport.close()
         cycle.disconnected = True
         cycle.message_event.set()
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """The request goes on as plain HTTP and its answer says why (see the docstring)."""
+        log.debug("answered an upgrade request as plain HTTP")
 
     def _await_head(self) -> None:
         self._stop_waiting()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import uvicorn
 from prometheus_client import start_http_server
 
 from pods_api.core.assembly import Core, build_core
-from pods_api.core.config import Config
+from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET, Config
 from pods_api.core.grpc.server import create_server
 from pods_api.core.policy import connections as limits
 from pods_api.core.policy.metrics import event_type_label
@@ -104,12 +105,7 @@ async def serve(config: Config) -> None:
             tasks = [group.create_task(_run_source(s, sink, core), name=s.name) for s, sink in sinks]
             tasks += [group.create_task(_run_overlay(o, sink, core), name=o.name) for o, sink in overlay_runs]
             tasks.append(group.create_task(heap.keep_trimmed(), name="heap trim"))
-            log.info(
-                "serving the Pods API on %s (gRPC) and %s (HTTP%s)",
-                config.socket,
-                config.http_socket_path,
-                f", also http://{config.http_listen}" if config.http_listen else "",
-            )
+            log.info("%s", serving_line(config))
             await stop.wait()
             log.info("shutting down")
             await _shutdown(core, grpc_server, http, tasks)
@@ -141,8 +137,38 @@ def _claim(path: Path, config: Config, claims: list[sockets.Claim]) -> sockets.C
         raise StartupError(str(exc)) from None
     except sockets.UnsafeDirectory as exc:
         raise StartupError(str(exc), exit_code=2) from None
+    except PermissionError as exc:
+        raise StartupError(_not_permitted(path, exc)) from None
     claims.append(claimed)
     return claimed
+
+
+# Said of the default paths at start, so that serving there is never a surprise.
+_DEFAULT_PATH_NOTE = ": the default, where node agents look for the Pods API (--run-dir DIR serves elsewhere)"
+
+
+def serving_line(config: Config) -> str:
+    """The start-up line: both sockets (and the TCP listener), and whether they are the defaults."""
+    also = f", also http://{config.http_listen}" if config.http_listen else ""
+    default = _DEFAULT_PATH_NOTE if config.socket in (DEFAULT_SOCKET, BRIDGE_SOCKET) else ""
+    return (
+        f"serving the Pods API on {config.socket} (gRPC) and {config.http_socket_path} (HTTP{also}){default}"
+    )
+
+
+def _not_permitted(path: Path, exc: PermissionError) -> str:
+    """What a user who may not create the socket's directory or files is to do: the default
+    paths are root's, and a newcomer meets them first (`pods-api serve --fixtures ...`)."""
+    where = exc.filename or path.parent
+    said = f"cannot create {where} (for the socket {path}): {exc.strerror}"
+    if path.parent in (DEFAULT_SOCKET.parent, BRIDGE_SOCKET.parent):
+        why = (
+            "without --run-dir or --socket pods-api serves where node agents look for the Pods API "
+            f"({path.parent}), which only root may create"
+        )
+    else:
+        why = f"this user (uid {os.geteuid()}) may not write there"
+    return f"{said}: {why}; give --run-dir DIR (e.g. --run-dir ./run) for sockets of your own, or run as root"
 
 
 async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Server:
@@ -184,6 +210,7 @@ async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvic
             create_app(core),
             http=GatewayConnection.configured(config.header_timeout, config.max_connections),
             lifespan="off",
+            ws="none",  # nothing is served over WebSocket; upgrades are refused (gateway/connection.py)
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,

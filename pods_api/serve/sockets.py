@@ -120,6 +120,8 @@ def _lock(path: Path) -> int:
     with private_umask():
         try:
             fd = os.open(lock_path, flags, 0o600)
+        except PermissionError:
+            raise  # not another server: this user may not write here (the caller says what to do)
         except OSError as exc:
             raise SocketInUse(f"cannot open the lock file {lock_path}: {exc.strerror}") from None
     try:

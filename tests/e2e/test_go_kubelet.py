@@ -6,8 +6,11 @@ modules do. The test writes the fixture files; the Go program prints what it rec
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -17,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 from builders import make_pod
-from gobuild import go
+from docblocks import run_by
+from gobuild import BUILD_TIMEOUT, go
 from golines import Lines, run
 from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
@@ -161,44 +165,77 @@ def test_the_go_example_is_shown_verbatim() -> None:
     assert block.group(1) == EXAMPLE.read_text()
 
 
-def test_the_go_example_lists_and_watches(
-    go_build: Callable[[str, str], Path], served: Served, fixtures: Path
-) -> None:
-    example = go_build("kubelet", "./cmd/example")
-    proc = subprocess.Popen([str(example), str(served.socket)], stdout=subprocess.PIPE, text=True)
-    guard = threading.Timer(TIMEOUT, proc.kill)  # a safety net: every line below comes at once
+def documented_run() -> str:
+    """The shell block of docs/clients.md that runs the example, as written."""
+    block = run_by("clients.md", "test_the_go_example_lists_and_watches")
+    assert "go run ./cmd/example" in block, block
+    return block
+
+
+def test_the_go_example_lists_and_watches(served: Served, fixtures: Path) -> None:
+    """docs/clients.md's command as written (`cd tests/go/kubelet && go run ./cmd/example
+    ../../../run/pods-api.sock`), from a checkout's top, where `run/` is the served directory:
+    the module is copied there, since the relative path is resolved from its real directory."""
+    top = served.run_dir.parent
+    shutil.copytree(EXAMPLE.parents[2], top / "tests" / "go" / "kubelet")
+    env = {**os.environ, "PATH": f"{Path(go()).parent}:{os.environ['PATH']}", "GOFLAGS": "-mod=readonly"}
+    errors = top / "go-run.stderr"
+    err_file = errors.open("w")
+    proc = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\n" + documented_run()],
+        cwd=top,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=err_file,
+        text=True,
+        start_new_session=True,  # go run's child too is stopped with its group
+    )
+    # A safety net: `go run` compiles (from the build cache the other tests filled), then every
+    # line below comes at once.
+    guard = threading.Timer(BUILD_TIMEOUT, os.killpg, (proc.pid, signal.SIGKILL))
     guard.start()
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline().strip() for _ in range(2 * len(PODS) + 1)]
         listed = sorted(f"shop {name} Running" for name in PODS)
-        assert sorted(lines[: len(PODS)]) == listed
+        assert sorted(lines[: len(PODS)]) == listed, errors.read_text()
         assert sorted(lines[len(PODS) : -1]) == [f"ADDED {line}" for line in listed]
         assert lines[-1] == "INITIAL_SYNC_COMPLETE"
         (fixtures / "web.yaml").unlink()
         assert proc.stdout.readline().strip() == "DELETED shop web"  # no phase: only the identity
     finally:
         guard.cancel()
-        proc.kill()
-        proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=TIMEOUT)
+        err_file.close()
+
+
+def versions_block() -> str:
+    return run_by("clients.md", "test_the_documented_module_versions_are_the_ones_built")
 
 
 def test_the_documented_module_versions_are_the_ones_built() -> None:
     """README.md and docs/clients.md name the k8s.io/kubelet and k8s.io/api versions go.mod
-    pins, and docs/clients.md shows how to check them (the block's first command, run here; the
-    second asks the module proxy)."""
-    done = subprocess.run(
-        [go(), "list", "-m", "k8s.io/kubelet", "k8s.io/api"],
-        cwd=EXAMPLE.parents[2],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env={**os.environ, "GOFLAGS": "-mod=readonly"},
-    )
-    assert done.returncode == 0, done.stderr
-    versions = dict(line.split() for line in done.stdout.splitlines())
+    pins, and docs/clients.md shows how to check them: its block, run as written from the
+    checkout's top (the second command asks the Go module proxy; offline, that part skips)."""
+    env = {**os.environ, "PATH": f"{Path(go()).parent}:{os.environ['PATH']}", "GOFLAGS": "-mod=readonly"}
+    lines = versions_block().splitlines()
+    assert lines[0] == "cd tests/go/kubelet" and len(lines) == 3, lines
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        command = ["bash", "-c", "set -euo pipefail\n" + script]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+
+    local = run("\n".join(lines[:2]))  # the versions built against: go.mod's, no network
+    assert local.returncode == 0, local.stderr
+    versions = dict(line.split() for line in local.stdout.splitlines())
     for text in ((DOCS / "clients.md").read_text(), (ROOT / "README.md").read_text()):
         assert f"**`k8s.io/kubelet` {versions['k8s.io/kubelet']}**" in text
         assert f"`k8s.io/api` {versions['k8s.io/api']}" in text
+    whole = run(versions_block())
+    if whole.returncode != 0 and ("dial tcp" in whole.stderr or "proxy" in whole.stderr):
+        pytest.skip(f"the Go module proxy is unreachable: {whole.stderr.strip()[-300:]}")
+    assert whole.returncode == 0, whole.stderr
+    releases = whole.stdout.splitlines()[-1].split()
+    assert releases[0] == "k8s.io/kubelet" and versions["k8s.io/kubelet"] in releases[1:]

@@ -8,6 +8,7 @@ import grp
 import json
 import logging
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -39,6 +40,7 @@ from pods_api.core.api.pb import (
     podsapi_v1_pb2,
     podsapi_v1_pb2_grpc,
 )
+from pods_api.core.config import DEFAULT_SOCKET
 from pods_api.core.policy.throttled_log import ThrottledLog
 
 MASK = "x-kubernetes-fieldmask"
@@ -552,6 +554,43 @@ def test_command_line_errors_are_one_clear_line(tmp_path: Path, args: list[str],
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# nobody, given CAP_DAC_READ_SEARCH: a user who is not root and may write nowhere of root's, but
+# may read this machine's Python where it lives under root's home (mode 0700 in this image).
+_NOBODY = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+_READ_ANYWHERE = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+
+
+def _as_a_user(command: list[str]) -> list[str]:
+    """command as a user who may not create the default socket's directory; skips where no
+    such user can be had."""
+    if os.geteuid() != 0:
+        if os.access(DEFAULT_SOCKET.parent.parent, os.W_OK) or os.access(DEFAULT_SOCKET.parent, os.W_OK):
+            pytest.skip(f"this user may write {DEFAULT_SOCKET.parent}: nothing to refuse")
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root, and no setpriv (util-linux) to run pods-api as another user")
+    return [setpriv, *_NOBODY, *_READ_ANYWHERE, *command]
+
+
+def test_a_non_root_serve_without_run_dir_says_what_to_do() -> None:
+    """The newcomer's first command without --run-dir, as a user who is not root: which path it
+    wanted, why, and what to do instead, in one line (not a bare `[Errno 13]`)."""
+    result = subprocess.run(
+        _as_a_user([PODS_API, "serve", "--fixtures", "examples/fixtures"]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("pods-api: cannot create /var/lib/kubelet"), line
+    assert f"(for the socket {DEFAULT_SOCKET})" in line
+    assert "where node agents look for the Pods API" in line
+    assert "give --run-dir DIR (e.g. --run-dir ./run)" in line and "or run as root" in line
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import json
 import queue
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -450,19 +451,62 @@ def test_kubectl_auth_can_i_and_whoami(node: Node) -> None:
     for verb in ("get", "list", "watch"):
         assert node.kubectl("auth", "can-i", verb, "pods").stdout == "yes\n"
     assert node.kubectl("auth", "can-i", "list", "pods", "-n", "shop").stdout == "yes\n"
-    for args in (("delete", "pods"), ("get", "secrets"), ("get", "pods", "--subresource=log")):
+    for args in (("delete", "pods"), ("get", "secrets"), ("watch", "nodes")):
         refused = node.kubectl("auth", "can-i", *args, check=False)
         assert refused.returncode == 1, args
-        assert refused.stdout.startswith("no - pods-api serves only get, list and watch on pods"), args
+        assert refused.stdout.startswith("no - pods-api serves only get, list and watch on pods;"), args
     assert node.kubectl("auth", "can-i", "get", "/readyz").stdout == "yes\n"
     rules = node.kubectl("auth", "can-i", "--list").stdout.splitlines()
-    assert columns(rules[1]) == ["pods", "[]", "[]", "[get", "list", "watch]"]
+    assert sorted(columns(line) for line in rules[1:4]) == [
+        ["namespaces", "[]", "[]", "[get", "list]"],
+        ["nodes", "[]", "[]", "[get", "list]"],
+        ["pods", "[]", "[]", "[get", "list", "watch]"],
+    ]
     whoami = node.kubectl("auth", "whoami").stdout.splitlines()
     assert [columns(line) for line in whoami] == [
         ["ATTRIBUTE", "VALUE"],
         ["Username", "system:anonymous"],
         ["Groups", "[system:unauthenticated]"],
     ]
+
+
+def test_kubectl_auth_can_i_agrees_with_discovery(node: Node) -> None:
+    """For every resource kubectl discovers, `can-i` says yes to exactly the verbs discovery
+    lists: k9s asks `list namespaces` before it offers them, and said "not authorized"."""
+    discovered = node.kubectl("api-resources", "--no-headers", "-o", "wide").stdout.splitlines()
+    # NAME SHORTNAMES APIVERSION NAMESPACED KIND VERBS [CATEGORIES]: each has a short name here
+    verbs = {columns(line)[0]: columns(line)[5].split(",") for line in discovered}
+    assert verbs == {
+        "pods": ["get", "list", "watch"],
+        "namespaces": ["get", "list"],
+        "nodes": ["get", "list"],
+    }
+    for resource, served in verbs.items():
+        for verb in ("get", "list", "watch", "create", "delete"):
+            answer = node.kubectl("auth", "can-i", verb, resource, check=False)
+            assert answer.stdout.split(" ")[0].strip() == ("yes" if verb in served else "no"), (
+                verb,
+                resource,
+            )
+        node.kubectl("get", resource, "-A")  # and the list it allows is served
+
+
+def test_a_pods_log_is_refused_to_k9s_as_to_kubectl(node: Node) -> None:
+    """k9s asks `can-i get pods/log` for the pod, then for its log as its log view does
+    (`follow`, `timestamps`, `tailLines`, `container`): both refused with `kubectl logs`'s words."""
+    can = node.kubectl("auth", "can-i", "get", f"pods/{WEB}", "--subresource=log", "-n", "shop", check=False)
+    assert can.returncode == 1
+    assert can.stdout.startswith(
+        f"no - pods-api serves this node's pods read-only and does not serve pods/log (pod '{WEB}')"
+    )
+    path = f"/api/v1/namespaces/shop/pods/{WEB}/log?container=web&follow=true&tailLines=100&timestamps=true"
+    streamed = node.kubectl("get", "--raw", path, check=False)
+    assert streamed.returncode == 1
+    assert streamed.stderr == (
+        "Error from server (NotFound): pods-api serves this node's pods read-only and does not serve "
+        f"pods/log (pod '{WEB}'): use the cluster's API server (kubectl with its kubeconfig) or the "
+        "node's runtime (`crictl logs`)\n"
+    )
 
 
 def test_kubectl_logs_and_exec_say_what_serves_them(node: Node) -> None:
@@ -477,6 +521,14 @@ def test_kubectl_logs_and_exec_say_what_serves_them(node: Node) -> None:
     assert shell.returncode == 1
     assert "does not serve pods/exec" in shell.stderr and "crictl exec" in shell.stderr
     assert httpx.get(f"{node.url}/livez").text == "ok\n"
+    # kubectl tried WebSocket, then SPDY, and was answered: nothing of it in the server's log.
+    # A malformed request's warning, logged after, marks how far the log has been read.
+    with socket.create_connection(("127.0.0.1", node.port), timeout=TIMEOUT) as conn:
+        conn.sendall(b"NOT HTTP\r\n\r\n")
+        conn.recv(1024)
+    node.served.wait_for_line("Invalid HTTP request received.")
+    said = "".join(node.served.lines)
+    assert "Unsupported upgrade request" not in said and "WebSocket" not in said, said
 
 
 # -- kr8s --------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from docblocks import run_by
 from repo import DOCS, ROOT
 from serve import TIMEOUT, Served, serving
 
@@ -31,14 +31,44 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def cookbook() -> list[str]:
-    """The command lines of the shell block under '### Cookbook'."""
+def cookbook_block() -> str:
     text = (ROOT / "README.md").read_text()
     block = re.search(r"### Cookbook\n.*?```sh\n(.*?)```", text, re.S)
     assert block is not None, "README.md has no cookbook"
-    lines = [line for line in block.group(1).splitlines() if line and not line.startswith(("#", "S="))]
+    return block.group(1)
+
+
+def cookbook() -> list[str]:
+    """The command lines of the shell block under '### Cookbook'."""
+    lines = [line for line in cookbook_block().splitlines() if line and not line.startswith(("#", "S="))]
     assert len(lines) >= 8
     return lines
+
+
+def cookbook_socket() -> str:
+    """The block's own `S=...` line, which every command after it uses."""
+    (line,) = [line for line in cookbook_block().splitlines() if line.startswith("S=")]
+    assert line == "S=run/pods-api-http.sock", line
+    return line
+
+
+def top(served: Served) -> Path:
+    """Where the docs' commands run: the directory whose `run/` is the served one, as after
+    `pods-api serve ... --run-dir ./run` there."""
+    assert served.run_dir.name == "run"
+    return served.run_dir.parent
+
+
+def as_written(command: str, served: Served, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """A documented command line, run by bash as written from `top(served)`."""
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=top(served),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={k: v for k, v in os.environ.items() if k != "PODS_API_SOCKET"},
+    )
 
 
 def example_names() -> list[tuple[str, str]]:
@@ -53,27 +83,23 @@ def example_names() -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     run = tmp_path_factory.mktemp("readme") / "run"
-    with serving(run, "--fixtures", str(ROOT / "examples" / "fixtures")) as served:
+    # The docs' command exactly: no --node-name (the host's name), as a user types it.
+    with serving(run, "--fixtures", str(ROOT / "examples" / "fixtures"), node_name=None) as served:
         yield served
 
 
 @pytest.mark.parametrize("command", cookbook())
 def test_cookbook_command(server: Served, command: str) -> None:
-    watching = "watch=true" in command
-    if watching:  # it follows changes forever: take what the first seconds bring
-        command = command.replace("curl -sN", "curl -sN --max-time 2")
-    result = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", f"S={server.http_socket}; {command}"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    script = f"{cookbook_socket()}\n{command}"
+    if "watch=true" in command:  # it follows changes forever: read up to the end of the snapshot
+        lines = until_line(["bash", "-c", script], "event: INITIAL_SYNC_COMPLETE", "data: {}", top(server))
+        assert "\n".join(lines).count("event: ADDED") == len(example_names())
+        return
+    result = as_written(script, server)
     out = result.stdout
-    assert result.returncode == (28 if watching else 0), result.stderr  # 28: curl's --max-time
+    assert result.returncode == 0, result.stderr
     if "jq '.items[].metadata.name'" in command:
         assert out.split() == [json.dumps(name) for _, name in example_names()]
-    elif watching:
-        assert out.count("event: ADDED") == len(example_names()) and "event: INITIAL_SYNC_COMPLETE" in out
     elif "no-such-uid" in command:
         assert "HTTP/1.1 404" in out and '"status":"NOT_FOUND"' in out
     elif "status.phse" in command:
@@ -118,10 +144,19 @@ def _skip_space(text: str, at: int) -> int:
     return at
 
 
-def until_line(cmd: list[str], last: str, then: str | None = None) -> list[str]:
+def until_line(cmd: list[str], last: str, then: str | None = None, cwd: Path | None = None) -> list[str]:
     """Run a command that never ends by itself; its stdout lines up to the first containing last
-    (and on to the next line equal to then, if given: the end of that JSON object)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (and on to the next line equal to then, if given: the end of that JSON object). The command
+    and whatever it starts (a pipeline under bash) are stopped together."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={k: v for k, v in os.environ.items() if k != "PODS_API_SOCKET"},
+    )
     lines: list[str] = []
     seen = False
     try:
@@ -132,7 +167,8 @@ def until_line(cmd: list[str], last: str, then: str | None = None) -> list[str]:
             if seen and (then is None or line.rstrip("\n") == then):
                 break
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=TIMEOUT)
     assert seen and (then is None or lines[-1] == then), "\n".join(lines) + err
     return lines
@@ -142,10 +178,10 @@ def until_line(cmd: list[str], last: str, then: str | None = None) -> list[str]:
 @pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("grpcurl")])
 def test_quick_start_grpcurl(server: Served, command: str) -> None:
     names = sorted(name for _, name in example_names())
-    args = shlex.split(in_run(command.split("#")[0], server))
     if "WatchPods" in command:
         # A watch follows changes forever: read up to the end of the snapshot.
-        events = json_stream("\n".join(until_line(args, '"INITIAL_SYNC_COMPLETE"', then="}")))
+        lines = until_line(["bash", "-c", command], '"INITIAL_SYNC_COMPLETE"', "}", top(server))
+        events = json_stream("\n".join(lines))
         # The end of the snapshot carries no pod; every pod before it is ADDED, printed as such
         # (ADDED is 1, not protobuf's zero value that JSON leaves out), as the README says.
         assert events[-1] == {"type": "INITIAL_SYNC_COMPLETE"}
@@ -153,7 +189,7 @@ def test_quick_start_grpcurl(server: Served, command: str) -> None:
         assert len(added) == len(names)
         assert all(e["type"] == "ADDED" and e["pod"] for e in added)
         return
-    result = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT)
+    result = as_written(command, server)
     assert result.returncode == 0, result.stderr
     if command.endswith(" list"):
         listed = set(result.stdout.split())
@@ -161,19 +197,15 @@ def test_quick_start_grpcurl(server: Served, command: str) -> None:
     elif "v1alpha1.Pods/ListPods" in command:  # the kubelet's contract: each pod is bytes
         pods = json.loads(result.stdout)["pods"]
         assert sorted(pod_from_bytes(base64.b64decode(p))["metadata"]["name"] for p in pods) == names
-    else:  # the documentation contract: readable JSON
+    else:  # the documentation contract: protobuf JSON, as the README says (not Kubernetes JSON)
         pods = json.loads(result.stdout)["pods"]
         assert sorted(p["metadata"]["name"] for p in pods) == names
+        assert all(set(p["metadata"]["creationTimestamp"]) == {"seconds"} for p in pods)
 
 
 @pytest.mark.parametrize("command", [c for c in quick_start() if c.startswith("curl")])
 def test_quick_start_curl(server: Served, command: str) -> None:
-    result = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", in_run(command, server)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    result = as_written(command, server)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [json.dumps(name) for _, name in example_names()]
 
@@ -182,13 +214,11 @@ def test_quick_start_curl(server: Served, command: str) -> None:
 def test_quick_start_client_commands(server: Served, command: str) -> None:
     names = sorted(name for _, name in example_names())
     if " watch " in command:  # follows changes forever: read up to the end of the snapshot
-        lines = until_line(shlex.split(in_run(command.split("#")[0], server)), "INITIAL_SYNC_COMPLETE")
+        lines = until_line(["bash", "-c", command], "INITIAL_SYNC_COMPLETE", cwd=top(server))
         assert sorted(lines[:-1]) == [f"ADDED pod/{name}" for name in names]
         assert lines[-1] == "INITIAL_SYNC_COMPLETE"
         return
-    result = subprocess.run(
-        shlex.split(in_run(command, server)), capture_output=True, text=True, timeout=TIMEOUT
-    )
+    result = as_written(command, server)
     assert result.returncode == 0, result.stderr
     if " get pods" in command:
         assert sorted(line.split()[1] for line in result.stdout.splitlines()[1:]) == sorted(
@@ -210,7 +240,9 @@ def test_the_retry_recipe_waits_for_readiness(tmp_path: Path) -> None:
     once it is, exit 0 (a bare `--retry 5` gives up after ~5 s with the 503 bodies concatenated)."""
     (command,) = [c for c in cookbook() if "--retry" in c]
     fixtures = str(ROOT / "examples" / "fixtures")
-    with serving(tmp_path / "run", "--fixtures", fixtures, "--ready-delay", "5", ready=False) as served:
+    with serving(
+        tmp_path / "run", "--fixtures", fixtures, "--ready-delay", "5", ready=False, node_name=None
+    ) as served:
         probe = subprocess.run(
             [
                 "curl",
@@ -228,12 +260,7 @@ def test_the_retry_recipe_waits_for_readiness(tmp_path: Path) -> None:
             timeout=TIMEOUT,
         )
         assert probe.stdout == "503"  # not ready when the recipe starts
-        result = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", f"S={served.http_socket}; {command}"],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+        result = as_written(f"{cookbook_socket()}\n{command}", served, timeout=90)
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)  # one document: no 503 bodies before it
     assert body["kind"] == "PodList" and len(body["items"]) == len(example_names())
@@ -244,12 +271,27 @@ def test_the_grpcio_snippet_runs(server: Served, tmp_path: Path) -> None:
     block = re.search(r"## From Python \(grpcio\)\n.*?```python\n(.*?)```", text, re.S)
     assert block is not None
     script = tmp_path / "snippet.py"
-    script.write_text(block.group(1).replace("unix:run/pods-api.sock", server.target))
-    lines = until_line([sys.executable, str(script)], "INITIAL_SYNC_COMPLETE")
+    script.write_text(block.group(1))  # as written: its unix:run/pods-api.sock is top's
+    lines = until_line([sys.executable, str(script)], "INITIAL_SYNC_COMPLETE", cwd=top(server))
     names = [name for _, name in example_names()]
     assert sorted(line.split()[0] for line in lines[: len(names)]) == sorted(names)
     assert sorted(lines[len(names) : -1]) == sorted(f"ADDED {name}" for name in names)
     assert lines[-1] == "INITIAL_SYNC_COMPLETE"
+
+
+def test_the_client_snippet_runs_as_pasted(server: Served, tmp_path: Path) -> None:
+    """docs/clients.md's pods_api.client snippet, pasted into a file and run from the top: the
+    pods, then the watch's snapshot up to INITIAL_SYNC_COMPLETE."""
+    text = (DOCS / "clients.md").read_text()
+    block = re.search(r"## Python client: `pods_api.client`\n.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    script = tmp_path / "client_snippet.py"
+    script.write_text(block.group(1))
+    lines = until_line([sys.executable, str(script)], "INITIAL_SYNC_COMPLETE", cwd=top(server))
+    names = sorted(name for _, name in example_names())
+    assert sorted(line.split()[1] for line in lines[: len(names)]) == names
+    assert sorted(lines[len(names) : -1]) == [f"ADDED {name}" for name in names]
+    assert lines[-1] == "INITIAL_SYNC_COMPLETE None"
 
 
 def test_list_pods_example_without_arguments_prints_usage() -> None:
@@ -291,7 +333,7 @@ def test_client_commands_print_what_the_docs_show(tmp_path: Path) -> None:
     sessions = client_sessions()
     exports = [c for c, _ in sessions if c.startswith("export ")]
     assert exports == ["export PODS_API_SOCKET=run/pods-api.sock"]
-    with serving(tmp_path / "run", "--fixtures", str(ROOT / "examples" / "fixtures")):
+    with serving(tmp_path / "run", "--fixtures", str(ROOT / "examples" / "fixtures"), node_name=None):
         for command, shown in sessions:
             if command in exports:
                 continue
@@ -353,6 +395,27 @@ def test_shell_blocks_are_all_accounted_for() -> None:
             source = (ROOT / path).read_text()
             for test in names.split(", "):
                 assert f"def {test}(" in source, f"{where}: {path}::{test} does not exist"
+
+
+# A line that is a command (a prompt, or one of the programs the docs run): a block holding one
+# is a shell block, whatever its fence says.
+_COMMAND = re.compile(
+    r"^(\$ |pods-api (serve|get|watch|check|kubeconfig) |(curl|grpcurl) -|kubectl [a-z]|go (run|list|build) "
+    r"|npm install|node \S+\.js|pip install|python -m |pytest|cd \S|docker (build|run|push) )",
+    re.M,
+)
+
+
+def test_no_shell_block_goes_without_its_language() -> None:
+    """A fence with no language is not checked above: one that holds commands must say `sh` (and
+    be run, or say why not); a synopsis or a table says `text`."""
+    hidden = []
+    for path in documents():
+        text = path.read_text()
+        for fence in _FENCE.finditer(text):
+            if fence.group(1) == "" and _COMMAND.search(fence.group(2)):
+                hidden.append(f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, fence.start()) + 1}")
+    assert hidden == [], f"shell blocks without a language: {hidden}"
 
 
 def test_the_named_tests_read_the_blocks_they_run() -> None:
@@ -438,11 +501,26 @@ def node_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return example
 
 
-def test_node_example_lists_and_watches(server: Served, node_example: Path) -> None:
-    lines = until_line(
-        ["node", str(node_example / "list_pods.js"), str(server.socket)], "INITIAL_SYNC_COMPLETE"
-    )
+def node_block() -> str:
+    """docs/clients.md's command for the Node example, as written."""
+    block = run_by("clients.md", "test_node_example_lists_and_watches")
+    assert "node list_pods.js ../../run/pods-api.sock" in block, block
+    return block
+
+
+def test_node_example_lists_and_watches(node_example: Path) -> None:
+    """The documented command as written, from the checkout's top (the copy's), with run/ there
+    served: npm install (up to date by now), then the example on the relative socket path."""
+    checkout = node_example.parents[1]
+    fixtures = str(ROOT / "examples" / "fixtures")
+    with serving(checkout / "run", "--fixtures", fixtures, node_name=None):
+        lines = until_line(
+            ["bash", "-c", "set -euo pipefail\n" + node_block()], "INITIAL_SYNC_COMPLETE", cwd=checkout
+        )
     names = sorted(name for _, name in example_names())
+    # npm says what it installed first; the example's lines follow.
+    start = next(i for i, line in enumerate(lines) if line.count(" ") == 2 and line.split()[1] in names)
+    lines = lines[start:]
     listed, watched = lines[: len(names)], lines[len(names) : -1]
     assert sorted(line.split()[1] for line in listed) == names
     assert all(len(line.split()) == 3 for line in listed)  # namespace, name, the masked phase

@@ -110,12 +110,15 @@ def start(
     umask: int = -1,
     timeout: float = START_TIMEOUT,
     program: tuple[str, ...] = (PODS_API,),
+    node_name: str | None = "node-1",
 ) -> Served:
     """`prefix` runs the command under another (prlimit, setpriv); `umask` sets the process's;
-    `program` is what takes `serve ...` (a Python snippet that wraps the command line, say).
+    `program` is what takes `serve ...` (a Python snippet that wraps the command line, say);
+    `node_name` None leaves `--node-name` out (the host's name), as the docs' commands do.
     A start that fails (the line never comes, the process exits first) kills the process before
     it raises; the caller closes a started one (`serving` does)."""
-    cmd = [*prefix, *program, "serve", "--run-dir", str(run_dir), "--node-name", "node-1", *args]
+    named = ("--node-name", node_name) if node_name is not None else ()
+    cmd = [*prefix, *program, "serve", "--run-dir", str(run_dir), *named, *args]
     proc = subprocess.Popen(
         cmd,
         stderr=subprocess.PIPE,
@@ -138,9 +141,14 @@ def start(
 
 @contextlib.contextmanager
 def serving(
-    run_dir: Path, *args: str, ready: bool = True, prefix: tuple[str, ...] = (), umask: int = -1
+    run_dir: Path,
+    *args: str,
+    ready: bool = True,
+    prefix: tuple[str, ...] = (),
+    umask: int = -1,
+    node_name: str | None = "node-1",
 ) -> Iterator[Served]:
-    served = start(run_dir, *args, prefix=prefix, umask=umask)
+    served = start(run_dir, *args, prefix=prefix, umask=umask, node_name=node_name)
     try:
         if ready:
             served.wait_ready()

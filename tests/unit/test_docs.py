@@ -115,3 +115,20 @@ def test_ci_runs_the_readmes_test_command() -> None:
     steps = [s.strip() for s in (ROOT / ".ci" / "run").read_text().splitlines()]
     steps = [s for s in steps if s and not s.startswith("#")]
     assert steps[-1] == command, f".ci/run ends with {steps[-1]!r}, not the README's {command!r}"
+
+
+def test_the_readme_says_what_ci_installs_and_runs() -> None:
+    """The README's account of `.ci/run` names every package it apt-installs and its benchmark
+    step, so that "CI runs exactly that" stays true as steps are added."""
+    readme = (ROOT / "README.md").read_text()
+    said = readme.split("## Development", 1)[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    packages = set()
+    for words in re.findall(r"for tool in ([\w -]+);", ci) + re.findall(r"install -y -qq ([\w -]+)", ci):
+        packages |= set(words.split())
+    packages |= set(re.findall(r"missing\+=\(([\w-]+)\)", ci))
+    assert {"curl", "jq", "containerd", "nodejs", "golang-go"} <= packages, packages
+    missing = sorted(p for p in packages if f"`{p}`" not in said)
+    assert missing == [], f"README.md's Development does not name what .ci/run installs: {missing}"
+    (bench,) = re.findall(r"^python -m bench .*$", ci, re.M)
+    assert f"`{bench}`" in said

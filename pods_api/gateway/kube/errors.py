@@ -111,6 +111,26 @@ def not_found(name: str) -> KubeError:
     return KubeError(404, "NotFound", f'pods "{name}" not found', details={"name": name, "kind": "pods"})
 
 
+# What a user asking a pod's subresource of this server can use instead.
+_INSTEAD = {
+    "log": "the node's runtime (`crictl logs`)",
+    "exec": "the node's runtime (`crictl exec`)",
+    "attach": "the node's runtime (`crictl attach`)",
+    "portforward": "the node's runtime (`crictl port-forward`)",
+}
+
+
+def subresource_refusal(name: str, pod: str = "") -> str:
+    """Why a pod's subresource (kubectl logs, exec, ...; k9s's log view) is not served, and what
+    serves it: the same words for the request itself and for `kubectl auth can-i` asking first."""
+    instead = _INSTEAD.get(name, "the cluster's API server")
+    which = f" (pod {pod!r})" if pod else ""
+    return (
+        f"pods-api serves this node's pods read-only and does not serve pods/{name}{which}: "
+        f"use the cluster's API server (kubectl with its kubeconfig) or {instead}"
+    )
+
+
 def bad_request(message: str) -> KubeError:
     return KubeError(400, "BadRequest", message)
 

@@ -292,7 +292,7 @@ def aggregated_resource(resource: dict[str, Any]) -> dict[str, Any]:
 
 
 _CLUSTER_RESOURCES = (NAMESPACES, NODES)
-API_RESOURCE_LIST = {
+API_RESOURCE_LIST: dict[str, Any] = {
     "kind": "APIResourceList",
     "groupVersion": "v1",
     "resources": [_POD_RESOURCE, *(legacy_resource(r) for r in _CLUSTER_RESOURCES)],

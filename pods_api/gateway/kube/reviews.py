@@ -1,6 +1,9 @@
 """Who the client is and what it may do, answered as the API server answers them, truthfully
-for this server: anyone who reaches the listener (loopback TCP or a 0600 socket) may get, list
-and watch pods, and nothing else.
+for this server: anyone who reaches the listener (loopback TCP or a 0600 socket) may do what
+discovery says each resource serves (get, list and watch on pods; get and list on namespaces
+and nodes), list the events `kubectl describe` reads, and nothing else. The answers are read
+from discovery's own table (gateway/kube/objects.py), so that `kubectl auth can-i` and k9s,
+which asks before it lists, never disagree with what `kubectl get` is told is there.
 
     POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews   `kubectl auth can-i VERB RES`
     POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews    `kubectl auth can-i --list`
@@ -20,12 +23,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.gateway import formats
+from pods_api.gateway.kube import errors as kubeerrors
+from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube.errors import bad_request
 
 ACCESS_REVIEW = "SelfSubjectAccessReview"
 RULES_REVIEW = "SelfSubjectRulesReview"
 SELF_REVIEW = "SelfSubjectReview"
-READ_VERBS = ("get", "list", "watch")
 # The paths outside the resources that answer a GET (gateway/health.py, the discovery, the
 # OpenAPI documents, /metrics); `*` as the API server's non-resource rules write a prefix.
 READABLE_PATHS = (
@@ -40,8 +44,30 @@ READABLE_PATHS = (
     "/openapi/*",
     "/version",
 )
-ALLOWED = "pods-api serves this node's pods read-only: get, list and watch on pods"
-DENIED = "pods-api serves only get, list and watch on pods, and GET on its discovery and probes"
+# Served, but not in discovery (gateway/kube/events.py): `kubectl describe pod` lists them.
+_UNDISCOVERED = {"events": ("list",)}
+
+
+def served_verbs() -> dict[str, tuple[str, ...]]:
+    """Each resource of the core group by name, with the verbs this server answers on it."""
+    discovered = {r["name"]: tuple(r["verbs"]) for r in kubeobjects.API_RESOURCE_LIST["resources"]}
+    return {**discovered, **_UNDISCOVERED}
+
+
+def _words(verbs: tuple[str, ...]) -> str:
+    return verbs[0] if len(verbs) == 1 else f"{', '.join(verbs[:-1])} and {verbs[-1]}"
+
+
+def _served_words() -> str:
+    """'get, list and watch on pods; get and list on namespaces and nodes; ...', in table order."""
+    by_verbs: dict[tuple[str, ...], list[str]] = {}
+    for resource, verbs in served_verbs().items():
+        by_verbs.setdefault(verbs, []).append(resource)
+    return "; ".join(f"{_words(verbs)} on {_words(tuple(names))}" for verbs, names in by_verbs.items())
+
+
+ALLOWED = f"pods-api serves this node's pods read-only: {_served_words()}"
+DENIED = f"pods-api serves only {_served_words()}; and GET on its discovery and probes"
 # The API server's names for a user it did not authenticate.
 ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
 # A review is a few hundred bytes; more is not one.
@@ -167,20 +193,24 @@ def _answer(body: dict[str, Any], kind: str, group_version: str, status: dict[st
     return Response(orjson.dumps(answered), status_code=201, media_type=formats.JSON)
 
 
-def allowed(spec: dict[str, Any]) -> bool:
-    """Whether this server answers what the spec asks: a read of pods, or a GET of a path it serves."""
+def decide(spec: dict[str, Any]) -> tuple[bool, str]:
+    """Whether this server answers what the spec asks (a verb discovery lists on a resource, or
+    a GET of a path it serves), and the reason the review gives."""
     resource = spec.get("resourceAttributes")
     if isinstance(resource, dict):
-        return (
-            resource.get("verb") in READ_VERBS
-            and resource.get("group", "") == ""
-            and resource.get("resource") == "pods"
-            and not resource.get("subresource")
-        )
+        subresource = resource.get("subresource")
+        if subresource and resource.get("resource") == "pods":  # pods/log, pods/exec: as refused
+            return False, kubeerrors.subresource_refusal(str(subresource), str(resource.get("name", "")))
+        if subresource:  # nodes/proxy, ...: none is served
+            return False, DENIED
+        verbs = served_verbs().get(str(resource.get("resource", ""))) or ()
+        yes = resource.get("group", "") == "" and resource.get("verb") in verbs
+        return yes, ALLOWED if yes else DENIED
     path = spec.get("nonResourceAttributes")
     if isinstance(path, dict):
-        return path.get("verb") == "get" and _readable(str(path.get("path", "")))
-    return False
+        yes = path.get("verb") == "get" and _readable(str(path.get("path", "")))
+        return yes, ALLOWED if yes else DENIED
+    return False, DENIED
 
 
 def _readable(path: str) -> bool:
@@ -196,9 +226,9 @@ async def access_review(request: Request) -> Response:
         raise bad_request(
             f"{ACCESS_REVIEW}: exactly one of resourceAttributes or nonResourceAttributes must be set"
         )
-    yes = allowed(spec)
+    yes, reason = decide(spec)
     status = (
-        {"allowed": True, "reason": ALLOWED} if yes else {"allowed": False, "denied": True, "reason": DENIED}
+        {"allowed": True, "reason": reason} if yes else {"allowed": False, "denied": True, "reason": reason}
     )
     return _answer(body, ACCESS_REVIEW, "authorization.k8s.io/v1", status)
 
@@ -206,7 +236,10 @@ async def access_review(request: Request) -> Response:
 async def rules_review(request: Request) -> Response:
     body = await _body(request, RULES_REVIEW)
     status = {
-        "resourceRules": [{"verbs": list(READ_VERBS), "apiGroups": [""], "resources": ["pods"]}],
+        "resourceRules": [
+            {"verbs": list(verbs), "apiGroups": [""], "resources": [resource]}
+            for resource, verbs in served_verbs().items()
+        ],
         "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": list(READABLE_PATHS)}],
         "incomplete": False,
     }

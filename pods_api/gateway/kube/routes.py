@@ -345,20 +345,7 @@ def unsupported(request: Request) -> KubeError:
     return KubeError(404, "NotFound", "the server could not find the requested resource")
 
 
-# What a user asking a pod's subresource of this server can use instead.
-_INSTEAD = {
-    "log": "the node's runtime (`crictl logs`)",
-    "exec": "the node's runtime (`crictl exec`)",
-    "attach": "the node's runtime (`crictl attach`)",
-    "portforward": "the node's runtime (`crictl port-forward`)",
-}
-
-
 def subresource(name: str, pod: str) -> KubeError:
     """kubectl logs, exec, attach, port-forward: not served here, and said so plainly."""
-    instead = _INSTEAD.get(name, "the cluster's API server")
-    message = (
-        f"pods-api serves this node's pods read-only and does not serve pods/{name} (pod {pod!r}): "
-        f"use the cluster's API server (kubectl with its kubeconfig) or {instead}"
-    )
+    message = kubeerrors.subresource_refusal(name, pod)
     return KubeError(404, "NotFound", message, details={"name": pod, "kind": f"pods/{name}"})

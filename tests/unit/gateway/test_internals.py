@@ -84,6 +84,7 @@ REPLACED = (
     "on_response_complete",
     "handle_events",
     "send_400_response",
+    "_unsupported_upgrade_warning",
 )
 PROTOCOL_ATTRIBUTES = ("cycle", "conn", "connections", "transport", "loop")
 CYCLE_ATTRIBUTES = (

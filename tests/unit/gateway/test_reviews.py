@@ -53,16 +53,41 @@ async def test_access_review_allows_reading_pods_only(gateway: Gateway) -> None:
     for attributes in (
         {"verb": "delete", "resource": "pods"},
         {"verb": "get", "resource": "secrets"},
-        {"verb": "get", "resource": "pods", "subresource": "log"},
+        {"verb": "watch", "resource": "nodes"},
+        {"verb": "get", "resource": "nodes", "subresource": "proxy"},
         {"verb": "list", "resource": "pods", "group": "apps"},
     ):
         denied = await review(gateway, access_review(**attributes), PROTOBUF)
         assert denied["status"] == {"allowed": False, "denied": True, "reason": denied["status"]["reason"]}
-        assert "get, list and watch on pods" in denied["status"]["reason"]
+        assert (
+            "get, list and watch on pods; get and list on namespaces and nodes" in denied["status"]["reason"]
+        )
+    # A pod's log, as k9s asks before its log view: the words `kubectl logs` is refused with.
+    log = await review(
+        gateway, access_review(verb="get", resource="pods", subresource="log", name="web"), PROTOBUF
+    )
+    assert log["status"]["allowed"] is False
+    assert log["status"]["reason"].startswith(
+        "pods-api serves this node's pods read-only and does not serve pods/log (pod 'web'): "
+    )
+    assert "`crictl logs`" in log["status"]["reason"]
     as_json = {"spec": {"nonResourceAttributes": {"path": "/readyz", "verb": "get"}}}
     assert (await review(gateway, orjson.dumps(as_json)))["status"]["allowed"] is True
     as_json["spec"]["nonResourceAttributes"]["path"] = "/debug/pprof"
     assert (await review(gateway, orjson.dumps(as_json)))["status"]["allowed"] is False
+
+
+async def test_access_review_allows_what_discovery_lists(gateway: Gateway) -> None:
+    """Every verb discovery lists on every resource is allowed, and no other: k9s asks
+    `list namespaces` before it offers them, and `get nodes` works."""
+    resources = (await gateway.client.get("/api/v1")).json()["resources"]
+    assert {r["name"] for r in resources} == {"pods", "namespaces", "nodes"}
+    for resource in resources:
+        for verb in ("get", "list", "watch", "create", "delete"):
+            answer = await review(gateway, access_review(verb=verb, resource=resource["name"]), PROTOBUF)
+            assert answer["status"]["allowed"] is (verb in resource["verbs"]), (verb, resource["name"])
+    events = await review(gateway, access_review(verb="list", resource="events", namespace="shop"), PROTOBUF)
+    assert events["status"]["allowed"] is True  # served for `kubectl describe`, not in discovery
 
 
 async def test_malformed_reviews_are_bad_requests_saying_why(gateway: Gateway) -> None:

@@ -22,7 +22,8 @@ func main() {
 	if len(os.Args) > 1 {
 		socket = os.Args[1]
 	}
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// "unix:" + the path, not "unix://": after "//" grpc-go reads a relative path's ".." as an authority.
+	conn, err := grpc.NewClient("unix:"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)
 	}
