@@ -105,6 +105,13 @@ def test_watch_through_an_add_a_modify_and_a_delete(
         modified = watch.next()
         assert (modified["type"], modified["number"], modified["pod"]["uid"]) == ("MODIFIED", 2, "uid-b")
         assert modified["pod"]["pod"]["status"]["phase"] == "Failed"
+        if api != "lookup":
+            # Finished: the kubelet's DELETED, identity only, while ListPods still lists it.
+            finished = watch.next()
+            assert (finished["type"], finished["pod"]["uid"]) == ("DELETED", "uid-b")
+            assert finished["pod"]["identityOnly"], finished["pod"]
+            listed = ask(conformance, served, "list")
+            assert "uid-b" in {p["uid"] for p in listed["pods"]}
 
         (fixtures / "db.yaml").unlink()
         deleted = watch.next()

@@ -94,18 +94,26 @@ async def test_sync_then_live_changes(tmp_path: Path) -> None:
             assert {uid: p.raw for uid, p in informer.pods.items()} == wire
             assert rec.since(0) == sorted((ADDED, uid) for uid in wire)
 
-            edit(fixtures / WEB, set_phase("Failed"))
+            edit(fixtures / WEB, set_phase("Pending"))
             await rec.until(lambda: len(rec.events) == len(wire) + 2)
             modified = rec.events[-1]
             assert modified.type is MODIFIED and modified.pod is not None and modified.previous is not None
             assert modified.previous.json()["status"]["phase"] == "Running"
-            assert informer.pods[uid_of(fixtures / WEB)].json()["status"]["phase"] == "Failed"
+            assert informer.pods[uid_of(fixtures / WEB)].json()["status"]["phase"] == "Pending"
+
+            # A pod that finishes: its MODIFIED, then the kubelet's DELETED, which drops it here
+            # though the server still lists it (docs/clients.md, the informer).
+            edit(fixtures / WEB, set_phase("Failed"))
+            await rec.until(lambda: rec.events[-1].type is DELETED)
+            assert [e.type for e in rec.events[-2:]] == [MODIFIED, DELETED]
+            assert uid_of(fixtures / WEB) not in informer.pods
+            assert uid_of(fixtures / WEB) in {p.uid for p in await client.list()}
 
             report = uid_of(fixtures / REPORT)
             (fixtures / REPORT).unlink()
-            await rec.until(lambda: rec.events[-1].type is DELETED)
+            await rec.until(lambda: report not in informer.pods)
+            assert rec.events[-1].type is DELETED
             assert rec.events[-1].pod is not None and rec.events[-1].pod.uid == report
-            assert report not in informer.pods
 
 
 async def test_reconnect_reconciles_exactly_what_changed(tmp_path: Path) -> None:

@@ -40,7 +40,12 @@ from released import ADDED, DELETED, MODIFIED, SYNCED
 from serve import TIMEOUT, Served, start
 
 from pods_api.core.api.codec import pod_from_bytes
-from pods_api.core.api.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
+from pods_api.core.api.pb import (
+    pods_v1alpha1_pb2,
+    pods_v1alpha1_pb2_grpc,
+    podsapi_v1_pb2,
+    podsapi_v1_pb2_grpc,
+)
 
 MASK = "status.phase"
 # Small, so that a stalled watcher really falls behind and is cut off.
@@ -211,6 +216,10 @@ class Watcher:
         async with self.changed:
             await self.changed.wait_for(predicate)
 
+    def holds(self, expected: dict[str, Any]) -> bool:
+        """Whether it holds what its List holds."""
+        return self.state == expected
+
     def mismatch(self, expected: dict[str, Any]) -> str:
         return (
             f"{self.name}: neither told nor current at a quiet point (state differs from List):\n"
@@ -225,15 +234,36 @@ def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
     return f"missing {missing}, extra {extra}, different {differ}"
 
 
+def _finished(pod: bytes) -> bool:
+    return pod_from_bytes(pod).get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _unfinished(pods: dict[str, bytes]) -> dict[str, bytes]:
+    return {uid: pod for uid, pod in pods.items() if not _finished(pod)}
+
+
 class GrpcWatcher(Watcher):
+    """On the kubelet's contract: its watch follows a pod until it finishes (a DELETED, while
+    ListPods still lists it), so what it holds is the List less the finished pods."""
+
     options: list[tuple[str, int]] = NO_BDP
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.finished: set[str] = set()  # pods it let go at their finished DELETED
+
+    def holds(self, expected: dict[str, Any]) -> bool:
+        return _unfinished(self.state) == _unfinished(expected)
+
+    def _call(self, channel: grpc.aio.Channel, metadata: list[tuple[str, str]]) -> Any:
+        return pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(
+            pods_v1alpha1_pb2.WatchPodsRequest(), metadata=metadata
+        )
 
     async def session(self) -> None:
         metadata = [("x-kubernetes-fieldmask", MASK)] if self.masked else []
         async with grpc.aio.insecure_channel(self.served().target, options=self.options) as channel:
-            call = pods_v1alpha1_pb2_grpc.PodsStub(channel).WatchPods(
-                pods_v1alpha1_pb2.WatchPodsRequest(), metadata=metadata
-            )
+            call = self._call(channel, metadata)
             snapshot: dict[str, bytes] = {}
             synced = False
             try:
@@ -272,12 +302,29 @@ class GrpcWatcher(Watcher):
                 self.told(exc.code().name)
 
     def _check_duplicate(self, kind: int, uid: str, pod: bytes, state: dict[str, Any]) -> None:
-        if kind == ADDED and uid in state:
+        if kind == ADDED and uid in state and not _finished(state[uid]):
             self.problems.append(f"{self.name}: ADDED twice for {uid}")
         elif kind == MODIFIED and state.get(uid) == pod:
             self.problems.append(f"{self.name}: a MODIFIED that changed nothing for {uid} (delivered twice)")
-        elif kind in (MODIFIED, DELETED) and uid not in state:
+        elif kind in (MODIFIED, DELETED) and uid not in state and uid not in self.finished:
             self.problems.append(f"{self.name}: {kind} for {uid}, which it does not hold")
+        if kind == DELETED and uid in state and _finished(state[uid]):
+            # Let go at the kubelet's DELETED of a finished pod: a watcher brought back to the
+            # current state after falling behind may still be told of it as the List saw it.
+            self.finished.add(uid)
+
+
+class LookupWatcher(GrpcWatcher):
+    """On our PodLookup's watch, which follows the served pods (a finished pod is a MODIFIED,
+    and DELETED only when it goes): what it holds is exactly the List."""
+
+    def holds(self, expected: dict[str, Any]) -> bool:
+        return self.state == expected
+
+    def _call(self, channel: grpc.aio.Channel, metadata: list[tuple[str, str]]) -> Any:
+        return podsapi_v1_pb2_grpc.PodLookupStub(channel).WatchPods(
+            podsapi_v1_pb2.WatchPodsRequest(), metadata=metadata
+        )
 
 
 class SseWatcher(Watcher):
@@ -414,7 +461,7 @@ async def _holds(
     Violation if neither happens within TIMEOUT."""
     by_grpc, by_http, revision = lists
     expected = by_grpc if isinstance(w, GrpcWatcher) else by_http
-    equal = asyncio.create_task(w.until(lambda: w.state == expected))
+    equal = asyncio.create_task(w.until(lambda: w.holds(expected)))
     superseded = asyncio.create_task(oracle.until(moved))
     try:
         await asyncio.wait({equal, superseded}, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
@@ -422,7 +469,7 @@ async def _holds(
         for task in (equal, superseded):
             task.cancel()
         await asyncio.gather(equal, superseded, return_exceptions=True)
-    if w.state == expected:
+    if w.holds(expected):
         return True
     if moved():
         return False
@@ -480,7 +527,8 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
             )
         )
     # Never stalled nor disconnected: tells the driver when the server has read the files.
-    oracle = GrpcWatcher("oracle", False, random.Random(seed * 100 + 99), lambda: current[0])
+    # The oracle follows the served pods, as the files make them: PodLookup's watch.
+    oracle = LookupWatcher("oracle", False, random.Random(seed * 100 + 99), lambda: current[0])
     oracle.slow, oracle.options = False, []
     # Stalled past the send timeout once per seed at least: an unmasked gRPC watcher, whose
     # 24 KB events fill its window (a masked one's events are a few bytes).

@@ -43,7 +43,7 @@ from pods_api.core.store.index import (
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.readiness import Gate, Readiness
 from pods_api.core.store.snapshot import Snapshot
-from pods_api.core.store.watch import EventType, PodEvent, Watcher, WatchHub
+from pods_api.core.store.watch import EventType, PodEvent, Told, Watcher, WatchHub
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 # ~10 KiB pods would pin ~80 MiB; the byte bound keeps about 1,600 of them.
 RING_SIZE = 4096
 RING_BYTES = 32 * 1024 * 1024
+
+_UNTOLD = Told(None)
+_TOLD_DELETED = Told(EventType.DELETED)
+_TOLD_ADDED = Told(EventType.ADDED)
 
 
 class _Sink(Gate):
@@ -122,6 +126,11 @@ class SourceSink(_Sink):
         """The UIDs of this source's pods (as the source has them)."""
         return set(self.served_as)
 
+    def pod(self, uid: str) -> PodVersion | None:
+        """The pod served for this source's `uid` (under the UID the policy serves it as)."""
+        served = self.served_as.get(uid)
+        return None if served is None else self._cache.get(served)
+
     def replace(self, pods: Iterable[PodVersion]) -> None:
         """This source's complete set of pods now: relist, poll and resync all come here."""
         self._check_thread()
@@ -135,6 +144,24 @@ class SourceSink(_Sink):
         self._check_thread()
         if uid in self.served_as:
             self._cache._publish(self._cache._change(self, [], [uid]))
+
+    def relay(self, kind: EventType, pod: PodVersion, *, listed: PodVersion | None = None) -> None:
+        """One event of the kubelet's own watch, passed on to the kubelet's contracts with its
+        type and, for a DELETED, its bytes (`pod`), whatever the served pods' diff says: it sends
+        ADDED again for a pod whose status it forgot, and DELETED for a pod that finished while
+        its ListPods still lists it. ADDED and MODIFIED serve `pod`; a DELETED serves `listed`,
+        the pod as the kubelet still lists it, or withdraws the pod when it no longer does."""
+        self._check_thread()
+        self._cache._publish(self._cache._relay(self, kind, pod, listed))
+
+    def amend(self, pods: Iterable[PodVersion] = (), gone: Iterable[str] = ()) -> None:
+        """Changes to this source's pods that the kubelet's watch never announces (a finished
+        pod its kubelet no longer lists): the other surfaces are told, the kubelet's contracts
+        are not, as the kubelet's own watchers are not."""
+        self._check_thread()
+        withdrawn = [uid for uid in gone if uid in self.served_as]
+        events = self._cache._change(self, list(pods), withdrawn, finish_notices=False)
+        self._cache._publish([dataclasses.replace(e, told=_UNTOLD) for e in events])
 
     def mark_synced(self) -> None:
         """The source has delivered its first complete state."""
@@ -397,7 +424,9 @@ class PodCache:
         gone = sorted(sink.served_as.keys() - wanted.keys())
         self._publish(self._change(sink, list(wanted.values()), gone))
 
-    def _change(self, sink: SourceSink, pods: list[PodVersion], gone: list[str]) -> list[PodEvent]:
+    def _change(
+        self, sink: SourceSink, pods: list[PodVersion], gone: list[str], *, finish_notices: bool = True
+    ) -> list[PodEvent]:
         """Take a source's new or changed `pods` and withdraw its pods `gone`: the policy places
         them, and every served UID it says changed is settled, in its order."""
         touched = self.policy.place(
@@ -405,8 +434,34 @@ class PodCache:
         )
         events: list[PodEvent] = []
         for uid in touched:
-            events += self._settle(uid)
+            events += self._settle(uid, finish_notices=finish_notices)
         return events
+
+    def _relay(
+        self, sink: SourceSink, kind: EventType, pod: PodVersion, listed: PodVersion | None
+    ) -> list[PodEvent]:
+        """The kubelet's event as its contracts send it, on the change it makes to the served
+        pods (or on a notice, when it makes none). Its own word on a finished pod replaces
+        ours, so no notice of ours is added."""
+        uid = sink.served_as.get(pod.uid, pod.uid)
+        if kind is EventType.DELETED:
+            told = Told(kind, pod)
+            if listed is not None:
+                events = self._change(sink, [listed], [], finish_notices=False)
+            else:
+                gone = [pod.uid] if pod.uid in sink.served_as else []
+                events = self._change(sink, [], gone, finish_notices=False)
+        else:
+            told = Told(kind)
+            events = self._change(sink, [pod], [], finish_notices=False)
+        for i in range(len(events) - 1, -1, -1):
+            if events[i].pod.uid == uid:
+                events[i] = dataclasses.replace(events[i], told=told)
+                return events
+        served = self._served.get(uid)
+        if served is None and kind is not EventType.DELETED:
+            return events  # not served (another source holds the uid): nothing to pass on
+        return [*events, self._notice(served.pod if served else pod, told)]
 
     def _overlay(self, sink: OverlaySink, uid: str, status: dict[str, Any]) -> list[PodEvent]:
         old = sink.statuses.get(uid)
@@ -415,9 +470,36 @@ class PodCache:
         sink.statuses[uid] = Overlay(sink.name, status)
         return self._settle(uid)
 
-    def _settle(self, uid: str) -> list[PodEvent]:
+    def _settle(self, uid: str, *, finish_notices: bool = True) -> list[PodEvent]:
         """Merge what every source says about `uid` and serve the result: the one place a
-        served pod changes, so events and indexes follow from here."""
+        served pod changes, so events and indexes follow from here. What the kubelet's
+        contracts are told of it follows the kubelet's rule for finished pods (`_as_kubelet`),
+        unless the change is the kubelet's own word, relayed (`finish_notices=False`)."""
+        events = self._settled(uid)
+        return self._as_kubelet(events) if finish_notices and events else events
+
+    def _as_kubelet(self, events: list[PodEvent]) -> list[PodEvent]:
+        """The kubelet's watch follows a pod until it finishes (phase Succeeded or Failed): then
+        it sends DELETED, and nothing more of it, while its List keeps the pod until its source
+        lets it go (pkg/kubelet/status: TerminatePod). So, on its contracts: a pod that finishes
+        is its change then a DELETED notice; a change of a finished pod is not sent, nor is its
+        removal; one that runs again (a fixture edited back) is ADDED again."""
+        told: list[PodEvent] = []
+        for event in events:
+            if event.type is EventType.DELETED:
+                told.append(dataclasses.replace(event, told=_UNTOLD) if event.pod.finished else event)
+                continue
+            was = event.previous is not None and event.previous.finished
+            now = event.pod.finished
+            if was:
+                told.append(dataclasses.replace(event, told=_UNTOLD if now else _TOLD_ADDED))
+                continue
+            told.append(event)
+            if now:
+                told.append(self._notice(event.pod, _TOLD_DELETED))
+        return told
+
+    def _settled(self, uid: str) -> list[PodEvent]:
         overlays = [sink.statuses[uid] for sink in self._overlays.values() if uid in sink.statuses]
         served = self.policy.settle(uid, overlays)
         self._say_refused(uid, served)
@@ -474,10 +556,16 @@ class PodCache:
             pod.revision = self.revision  # a deleted version keeps the revision it was served at
         return PodEvent(kind, pod, self.revision, previous, time.monotonic())
 
+    def _notice(self, pod: PodVersion, told: Told) -> PodEvent:
+        """An event only the kubelet's contracts send. It changes neither the served pods nor
+        the snapshot, so it has no revision of its own: it carries the current one."""
+        return PodEvent(EventType.MODIFIED, pod, self.revision, pod, time.monotonic(), told=told, notice=True)
+
     def _publish(self, events: list[PodEvent]) -> None:
         if events:
-            # The bytes each event keeps alive bound the ring.
-            self._remember([(event, event.held()) for event in events])
+            # The bytes each event keeps alive bound the ring; a notice changes nothing to
+            # resume from, so the ring does not keep it.
+            self._remember([(event, event.held()) for event in events if not event.notice])
             self.hub.publish(events)
 
     def _remember(self, held: list[tuple[PodEvent, int]]) -> None:

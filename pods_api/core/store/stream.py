@@ -41,6 +41,10 @@ FRAMES_KEPT = 2048
 FRAME_BYTES = 16 * 1024 * 1024
 
 
+# (revision, notice, encoding, view): a notice carries the revision of the change before it.
+_FrameKey = tuple[int, bool, str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class Encoding:
     """How one surface writes a watch. `name` is its part of every frame-cache key, so each
@@ -61,10 +65,21 @@ class Encoding:
     # from). A watcher behind on one that does not (gRPC) is handed, for a pod that changed once
     # while it was behind, the published event itself, whose frame every watcher shares.
     carries_revision: bool = True
+    # The kubelet's contracts: an event is sent as its `told` says (core/store/watch.py `Told`:
+    # the kubelet's own types and bytes where a source relays its watch, a finished pod's
+    # DELETED), and notices are sent too. The others send the change of the served pods.
+    kubelet: bool = False
 
 
-def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
+def change(event: PodEvent, view: View, kubelet: bool = False) -> tuple[EventType, PodVersion] | None:
     """What a watcher of `view` is told of a cache event: its type and pod, or None."""
+    told = event.told
+    if told is not None and kubelet:
+        # As the kubelet's watch sends it, whatever the served pods' diff says; its contracts
+        # take no selector, so only the encoding's mask applies.
+        return None if told.type is None else (told.type, told.pod or event.pod)
+    if event.notice:
+        return None
     kind, pod, previous = event.type, event.pod, event.previous
     if kind is EventType.DELETED and previous is not None:
         # Coalesced (core/store/watch.py): the client holds `previous`; shown if the view did.
@@ -118,7 +133,7 @@ class WatchStreams:
         # Told, per delivered live event, how long after the cache published it the stream
         # took it; the server points it at the fan-out delay histogram.
         self._on_delivery = on_delivery
-        self._frames: LRU[tuple[int, str, str], bytes | None] = LRU(frames_kept, _frame_size, frame_bytes)
+        self._frames: LRU[_FrameKey, bytes | None] = LRU(frames_kept, _frame_size, frame_bytes)
 
     @property
     def frames_held(self) -> tuple[int, int]:
@@ -142,12 +157,12 @@ class WatchStreams:
         watcher; None when the view shows nothing of it."""
 
         def make() -> bytes | None:
-            shown = change(event, view)
+            shown = change(event, view, encoding.kubelet)
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
         if event.coalesced:
             return make()  # made for one watcher: its revision is that watcher's
-        return self._frames.get((event.revision, encoding.name, view.key), make)
+        return self._frames.get((event.revision, event.notice, encoding.name, view.key), make)
 
     def _delivered(self, event: PodEvent) -> None:
         self._on_delivery(time.monotonic() - event.published)

@@ -46,6 +46,17 @@ class EventType(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Told:
+    """What the kubelet's contracts (v1alpha1.Pods, Pods) send of an event, where that is not
+    the event itself. Their watch is the kubelet's status notifications, not a diff of its
+    List: it sends ADDED again for a pod whose status it forgot, and DELETED for a pod that
+    finished while ListPods still lists it (pkg/kubelet/apis/pods, pkg/kubelet/status)."""
+
+    type: EventType | None  # None: the kubelet's watch sends nothing for this change
+    pod: PodVersion | None = None  # the pod they send, when not the event's (a relayed DELETED's)
+
+
+@dataclass(frozen=True, slots=True)
 class PodEvent:
     type: EventType
     pod: PodVersion
@@ -57,6 +68,10 @@ class PodEvent:
     previous: PodVersion | None
     published: float  # time.monotonic() when the cache published it (the newest, if coalesced)
     coalesced: bool = False  # made for one watcher from the events of one pod since it went over
+    told: Told | None = None  # what the kubelet's contracts send instead (None: this event)
+    # Only the kubelet's contracts send it (its `told`): the served pods did not change, so the
+    # other surfaces, the ring and the snapshot never see it.
+    notice: bool = False
 
     def held(self) -> int:
         """The bytes of pod encodings this event keeps alive (its pod and the one it replaces)."""
@@ -180,6 +195,11 @@ class Watcher:
     def _coalesce(self, events: list[PodEvent]) -> None:
         pending, merged = self._pending, 0
         for event in events:
+            if event.notice:
+                # A watcher behind is brought to the current state, which a notice does not
+                # change: it is not sent (docs/grpc-api.md, slow watchers).
+                merged += 1
+                continue
             uid = event.pod.uid
             entry = pending.pop(uid, None)
             if entry is None:

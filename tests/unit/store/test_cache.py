@@ -27,7 +27,8 @@ def drain(watcher: Any) -> list[tuple[EventType, str]]:
     out = []
     while watcher._queue:
         event = watcher._queue.popleft()
-        out.append((event.type, event.pod.uid))
+        if not event.notice:  # the kubelet's contracts' alone (test_kubelet_events.py)
+            out.append((event.type, event.pod.uid))
     return out
 
 
@@ -35,7 +36,9 @@ async def taken(watcher: Watcher) -> list[PodEvent]:
     """Every event waiting for the watcher, as its client would take them."""
     out = []
     while not watcher.caught_up:
-        out.append(await asyncio.wait_for(watcher.get(), 5))
+        event = await asyncio.wait_for(watcher.get(), 5)
+        if not event.notice:
+            out.append(event)
     return out
 
 
@@ -55,7 +58,7 @@ def test_replace_reconciles_a_snapshot_into_events() -> None:
     sink = cache.source("a")
     _, watcher = cache.watch()
     sink.replace([stored("1"), stored("2")])
-    sink.replace([stored("1"), stored("2", "Failed"), stored("3")])  # 1 unchanged: no event
+    sink.replace([stored("1"), stored("2", "Unknown"), stored("3")])  # 1 unchanged: no event
     sink.replace([stored("3")])
     assert drain(watcher) == [
         (EventType.ADDED, "1"),
@@ -73,11 +76,11 @@ def test_deleted_events_carry_the_last_state_and_modified_the_previous() -> None
     sink = cache.source("a")
     sink.replace([stored("1")])
     _, watcher = cache.watch()
-    sink.upsert(stored("1", "Succeeded"))
+    sink.upsert(stored("1", "Pending"))
     sink.delete("1")
     modified, deleted = list(watcher._queue)
     assert modified.previous is not None and modified.previous.json["status"]["phase"] == "Running"
-    assert deleted.pod.json["status"]["phase"] == "Succeeded"
+    assert deleted.pod.json["status"]["phase"] == "Pending"
 
 
 def test_each_served_version_carries_the_revision_it_began_at() -> None:
@@ -87,7 +90,7 @@ def test_each_served_version_carries_the_revision_it_began_at() -> None:
     sink = cache.source("a")
     _, watcher = cache.watch()
     sink.replace([stored("1"), stored("2")])
-    sink.upsert(stored("1", "Succeeded"))
+    sink.upsert(stored("1", "Pending"))
     sink.upsert(stored("2"))  # the same bytes: no event, the served version keeps its revision
     sink.delete("2")
     added_1, added_2, modified, deleted = list(watcher._queue)
@@ -130,7 +133,7 @@ def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
     sink = cache.source("a")
     start = cache.revision
     sink.replace([stored("1")])
-    sink.replace([stored("1", "Failed")])
+    sink.replace([stored("1", "Unknown")])
     assert cache.revision == start + 2
     assert [(e.type, e.revision) for e in cache.events_since(start) or []] == [
         (EventType.ADDED, start + 1),
@@ -146,7 +149,7 @@ def test_revisions_grow_and_the_ring_resumes_or_says_it_cannot() -> None:
 
 
 def test_the_ring_is_bounded_by_the_bytes_its_events_keep_alive() -> None:
-    first, second = stored("1"), stored("1", "Failed")
+    first, second = stored("1"), stored("1", "Unknown")
     per_event = 2 * (len(first.framed) + len(first.json_bytes)) + 64  # a MODIFIED counts both versions
     cache = PodCache(WatchHub(capacity=100, max_watchers=1), ring_bytes=3 * per_event)
     sink = cache.source("a")
@@ -164,7 +167,7 @@ def test_a_recent_revision_is_rebuilt_from_the_ring_as_it_was() -> None:
     sink = cache.source("a")
     sink.replace([stored("1"), stored("2")])
     then = cache.snapshot()
-    sink.upsert(stored("1", "Failed"))  # MODIFIED
+    sink.upsert(stored("1", "Unknown"))  # MODIFIED
     sink.delete("2")  # DELETED
     sink.upsert(stored("3"))  # ADDED
     rebuilt = cache.snapshot_at(then.revision)
@@ -174,10 +177,10 @@ def test_a_recent_revision_is_rebuilt_from_the_ring_as_it_was() -> None:
     assert cache.snapshot_at(cache.revision) is cache.snapshot()
     middle = cache.snapshot_at(then.revision + 1)
     assert middle is not None and [(p.uid, p.json["status"]["phase"]) for p in middle.pods] == [
-        ("1", "Failed"),
+        ("1", "Unknown"),
         ("2", "Running"),
     ]
-    sink.upsert(stored("3", "Failed"))
+    sink.upsert(stored("3", "Unknown"))
     sink.upsert(stored("3", "Pending"))  # the ring (4 events) no longer reaches back to `then`
     assert cache.snapshot_at(then.revision) is None
     assert cache.snapshot_at(cache.revision - 4) is not None
@@ -253,18 +256,18 @@ async def test_a_watcher_past_capacity_gets_one_event_per_pod_the_newest() -> No
     sink.replace([stored(str(i)) for i in range(5)])
     assert len(drain(fast)) == 5
     fast_got = []
-    sink.upsert(stored("0", "Failed"))  # slow holds 5 >= 2: coalesced from here on
+    sink.upsert(stored("0", "Unknown"))  # slow holds 5 >= 2: coalesced from here on
     fast_got += drain(fast)
-    sink.upsert(stored("1", "Failed"))
+    sink.upsert(stored("1", "Unknown"))
     fast_got += drain(fast)
-    sink.upsert(stored("0", "Succeeded"))  # replaces the pending MODIFIED of 0
+    sink.upsert(stored("0", "Pending"))  # replaces the pending MODIFIED of 0
     fast_got += drain(fast)
     got = await taken(slow)
     assert [(e.type, e.pod.uid) for e in got[:5]] == [(EventType.ADDED, str(i)) for i in range(5)]
     # In the order of their newest version: 1's, then 0's newest.
     assert [(e.type, e.pod.uid, e.pod.json["status"]["phase"]) for e in got[5:]] == [
-        (EventType.MODIFIED, "1", "Failed"),
-        (EventType.MODIFIED, "0", "Succeeded"),
+        (EventType.MODIFIED, "1", "Unknown"),
+        (EventType.MODIFIED, "0", "Pending"),
     ]
     assert all(e.coalesced for e in got[5:])
     # The MODIFIED replaces what the client holds, so a selector can judge the transition.
@@ -280,10 +283,10 @@ async def test_a_deleted_wins_and_a_pod_that_came_and_went_unseen_is_not_sent() 
     sink.replace([stored("old")])
     _, watcher = cache.watch()
     sink.upsert(stored("x"))  # queued exactly: the watcher is now at capacity
-    sink.upsert(stored("old", "Failed"))
+    sink.upsert(stored("old", "Unknown"))
     sink.delete("old")  # the DELETED replaces the pending MODIFIED
     sink.upsert(stored("brief"))
-    sink.upsert(stored("brief", "Failed"))
+    sink.upsert(stored("brief", "Unknown"))
     sink.delete("brief")  # added and deleted while pending: the client never hears of it
     sink.upsert(stored("new"))
     got = await taken(watcher)
@@ -338,11 +341,11 @@ async def test_a_watcher_that_caught_up_gets_every_event_again() -> None:
     sink = cache.source("a")
     _, watcher = cache.watch()
     sink.replace([stored(str(i)) for i in range(3)])
-    sink.upsert(stored("0", "Failed"))
-    sink.upsert(stored("0", "Succeeded"))
+    sink.upsert(stored("0", "Unknown"))
+    sink.upsert(stored("0", "Pending"))
     assert len(await taken(watcher)) == 4  # 3 ADDED, one coalesced MODIFIED
-    sink.upsert(stored("1", "Failed"))
-    sink.upsert(stored("1", "Succeeded"))
+    sink.upsert(stored("1", "Unknown"))
+    sink.upsert(stored("1", "Pending"))
     got = await taken(watcher)
     assert [(e.type, e.coalesced) for e in got] == [(EventType.MODIFIED, False)] * 2
 

@@ -107,7 +107,7 @@ async def test_snapshot_start_then_live_events_then_the_end() -> None:
         start = await take(frames, 3)
         assert [(f[0], f[1], f[2]) for f in start[:2]] == [("ADDED", None, "1"), ("ADDED", None, "2")]
         assert start[2] == ["SYNCED", cache.revision, False]
-        sink.upsert(pod("1", "Failed"))
+        sink.upsert(pod("1", "Unknown"))
         (live,) = await take(frames, 1)
         assert live[:3] == ["MODIFIED", cache.revision, "1"]
         assert len(delays) == 1 and delays[0] >= 0  # only live events count, once each
@@ -159,14 +159,14 @@ async def test_a_watcher_that_falls_behind_gets_the_newest_version_and_is_not_cu
     sink = cache.source("a")
     watch = streams.open(View.EVERYTHING)
     sink.upsert(pod("1"))
-    sink.upsert(pod("1", "Failed"))  # one undelivered event already: coalesced
-    sink.upsert(pod("1", "Succeeded"))
+    sink.upsert(pod("1", "Unknown"))  # one undelivered event already: coalesced
+    sink.upsert(pod("1", "Pending"))
     frames = watch.frames(PLAIN)
     await take(frames, 1)  # the start: nothing but the marker
     added, modified = await take(frames, 2)
     assert (added[0], added[3]["status"]["phase"]) == ("ADDED", "Running")
     # Coalesced: carries the revision the client had every event up to (where to resume).
-    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == ("MODIFIED", added[1], "Succeeded")
+    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == ("MODIFIED", added[1], "Pending")
     watch.close()
 
 
@@ -183,7 +183,7 @@ async def test_a_watcher_behind_gets_the_frame_every_watcher_got_of_a_pod_that_c
         for frames in (behind_frames, current_frames):
             await asyncio.wait_for(anext(frames), TIMEOUT)  # the start: the marker alone
         kept_up = []
-        for uid, phase in (("1", "Running"), ("2", "Pending"), ("1", "Failed"), ("3", "Running")):
+        for uid, phase in (("1", "Running"), ("2", "Pending"), ("1", "Unknown"), ("3", "Running")):
             sink.upsert(pod(uid, phase))  # `behind` queues the first; the rest are coalesced
             kept_up.append(await asyncio.wait_for(anext(current_frames), TIMEOUT))
         got = [await asyncio.wait_for(anext(behind_frames), TIMEOUT) for _ in range(4)]
@@ -206,8 +206,8 @@ async def test_a_selector_turns_leaving_into_deleted_and_entering_into_added() -
         frames = watch.frames(PLAIN)
         assert [(f[0], f[2]) for f in await take(frames, 2)] == [("ADDED", "1"), ("SYNCED", False)]
         sink.upsert(pod("2", "Running"))  # starts matching
-        sink.upsert(pod("1", "Failed"))  # stops matching
-        sink.upsert(pod("1", "Succeeded"))  # outside, stays outside: nothing
+        sink.upsert(pod("1", "Unknown"))  # stops matching
+        sink.upsert(pod("1", "Pending"))  # outside, stays outside: nothing
         sink.upsert(pod("3", "Pending"))  # added outside: nothing
         sink.delete("1")  # deleted outside: nothing
         sink.upsert(pod("2", "Running", label="b"))  # inside, stays inside
@@ -236,7 +236,7 @@ async def test_the_selector_parser_plugs_into_a_view() -> None:
         frames = watch.frames(PLAIN)
         assert [(f[0], f[2]) for f in await take(frames, 2)] == [("ADDED", "1"), ("SYNCED", False)]
         sink.upsert(pod("2", label="a"))  # label now matches
-        sink.upsert(pod("1", "Failed", label="a"))  # phase no longer matches
+        sink.upsert(pod("1", "Unknown", label="a"))  # phase no longer matches
         got = await take(frames, 2)
     assert [(f[0], f[2], f[3]["status"]) for f in got] == [
         ("ADDED", "2", {"phase": "Running"}),
@@ -250,7 +250,7 @@ async def test_a_resumed_watch_replays_through_the_view() -> None:
     sink.replace([pod("1"), pod("2", "Pending")])
     seen = cache.revision
     sink.upsert(pod("2", "Running"))
-    sink.upsert(pod("1", "Failed"))
+    sink.upsert(pod("1", "Pending"))
     sink.upsert(pod("1", "Unknown"))
     with streams.open(RUNNING, since=seen) as watch:
         assert watch.snapshot is None
@@ -321,7 +321,7 @@ async def test_each_frame_is_made_once_per_revision_encoding_and_view() -> None:
         await take(frames, 2)
     assert len(made) == 4  # the snapshot: once per (snapshot, encoding, view), not per watcher
     made.clear()
-    sink.upsert(pod("1", "Failed"))
+    sink.upsert(pod("1", "Unknown"))
     for frames in streams_of:
         await take(frames, 1)
     revision = cache.revision
@@ -333,7 +333,7 @@ async def test_each_frame_is_made_once_per_revision_encoding_and_view() -> None:
 # -- the property: a client applying the stream holds exactly the view -----------------------
 
 _UIDS = ("1", "2", "3")
-_PHASES = ("Pending", "Running", "Failed")
+_PHASES = ("Pending", "Running", "Unknown")
 _OPS = st.one_of(
     st.tuples(st.just("upsert"), st.sampled_from(_UIDS), st.sampled_from(_PHASES), st.sampled_from("ab")),
     st.tuples(st.just("delete"), st.sampled_from(_UIDS), st.just(""), st.just("")),

@@ -1,0 +1,161 @@
+"""The kubelet's watch is its status notifications, not a diff of its List (pkg/kubelet/apis/pods,
+pkg/kubelet/status): DELETED for a pod that finished while ListPods still lists it, ADDED again
+for a pod whose status it forgot. The kubelet's contracts send exactly that; our other surfaces
+are told the change of the served pods. Both read the same watch; these tests read it through a
+kubelet-contract encoding and a plain one side by side."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import orjson
+from builders import stored
+
+from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
+from pods_api.core.query.view import View
+from pods_api.core.store.cache import PodCache
+from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.stream import Encoding, WatchStreams
+from pods_api.core.store.watch import EventType, WatchHub
+
+TIMEOUT = 5.0
+
+
+def _event(kind: EventType, version: PodVersion, view: View, revision: int | None) -> bytes:
+    pb = version.identity if kind is EventType.DELETED else version.masked(view).pb
+    return orjson.dumps([kind.name, version.uid, pb.hex()])
+
+
+def _synced(revision: int, resumed: bool) -> bytes:
+    return orjson.dumps(["SYNCED", "", ""])
+
+
+# [type, uid, the pod's protobuf in hex]: the kubelet's contracts, and the state surfaces.
+KUBELET = Encoding("test kubelet", _event, _synced, kubelet=True)
+STATE = Encoding("test state", _event, _synced)
+
+
+def setup(capacity: int = 100) -> tuple[PodCache, WatchStreams]:
+    cache = PodCache(WatchHub(capacity=capacity, max_watchers=10))
+    return cache, WatchStreams(cache)
+
+
+async def take(frames: AsyncIterator[bytes], count: int) -> list[list[str]]:
+    return [orjson.loads(await asyncio.wait_for(anext(frames), TIMEOUT)) for _ in range(count)]
+
+
+async def started(streams: WatchStreams, encoding: Encoding, pods: int) -> AsyncIterator[bytes]:
+    frames = streams.open(View.EVERYTHING).frames(encoding)
+    await take(frames, pods + 1)  # the snapshot and its marker
+    return frames
+
+
+def deleted_as_sent(uid: str) -> PodVersion:
+    """A DELETED's pod as the kubelet marshals it, with bytes ours would not write (an empty
+    spec and status), so that relaying them is told from re-encoding them."""
+    meta = k8s_meta_v1_pb2.ObjectMeta(name=f"pod-{uid}", namespace="ns", uid=uid)
+    message = k8s_core_v1_pb2.Pod(
+        metadata=meta, spec=k8s_core_v1_pb2.PodSpec(), status=k8s_core_v1_pb2.PodStatus()
+    )
+    return PodVersion.deleted(message.SerializeToString())
+
+
+async def test_a_pod_that_finishes_is_deleted_on_the_kubelets_contracts_and_stays_listed() -> None:
+    cache, streams = setup()
+    sink = cache.source("fixtures")
+    sink.replace([stored("1", name="pod-1")])
+    kubelet, state = await started(streams, KUBELET, 1), await started(streams, STATE, 1)
+    since = cache.revision
+    sink.upsert(stored("1", "Failed", name="pod-1"))
+    sink.upsert(stored("2", name="pod-2"))  # a later change, to show what came between
+    modified, gone, added = await take(kubelet, 3)
+    assert (modified[:2], gone[:2], added[:2]) == (["MODIFIED", "1"], ["DELETED", "1"], ["ADDED", "2"])
+    assert bytes.fromhex(gone[2]) == cache.get("1").identity  # name, namespace and uid only
+    assert [f[:2] for f in await take(state, 2)] == [["MODIFIED", "1"], ["ADDED", "2"]]
+    assert [p.uid for p in cache.snapshot().pods] == ["1", "2"]
+    # A resume replays the changes alone: the notice changed nothing to resume from.
+    replay = cache.events_since(since)
+    assert replay is not None
+    assert [(e.type, e.pod.uid, e.revision) for e in replay] == [
+        (EventType.MODIFIED, "1", since + 1),
+        (EventType.ADDED, "2", since + 2),
+    ]
+
+
+async def test_the_kubelets_events_are_relayed_with_their_types_and_bytes() -> None:
+    cache, streams = setup()
+    sink = cache.source("kubelet")
+    sink.replace([stored("1", name="pod-1"), stored("2", name="pod-2")])
+    kubelet, state = await started(streams, KUBELET, 2), await started(streams, STATE, 2)
+    sink.relay(EventType.ADDED, stored("1", name="pod-1"))  # again, the same bytes
+    sink.relay(EventType.ADDED, stored("2", "Pending", name="pod-2"))  # again, changed
+    finished = stored("1", "Failed", name="pod-1")
+    sink.relay(EventType.MODIFIED, finished)
+    sink.relay(EventType.DELETED, deleted_as_sent("1"), listed=finished)  # finished: still listed
+    sink.relay(EventType.DELETED, deleted_as_sent("2"))  # gone from its List
+    got = await take(kubelet, 5)
+    assert [f[:2] for f in got] == [
+        ["ADDED", "1"],
+        ["ADDED", "2"],
+        ["MODIFIED", "1"],  # no DELETED of ours after it: the kubelet's own follows
+        ["DELETED", "1"],
+        ["DELETED", "2"],
+    ]
+    assert bytes.fromhex(got[3][2]) == deleted_as_sent("1").pb  # as sent, not re-encoded
+    assert bytes.fromhex(got[4][2]) == deleted_as_sent("2").pb
+    assert [f[:2] for f in await take(state, 3)] == [["MODIFIED", "2"], ["MODIFIED", "1"], ["DELETED", "2"]]
+    assert [p.uid for p in cache.snapshot().pods] == ["1"]
+    assert cache.get("1").framed == finished.framed
+
+
+async def test_what_the_kubelets_watch_never_announces_reaches_the_other_surfaces_only() -> None:
+    cache, streams = setup()
+    sink = cache.source("kubelet")
+    sink.replace([stored("1", "Failed", name="pod-1"), stored("2", name="pod-2")])
+    kubelet, state = await started(streams, KUBELET, 2), await started(streams, STATE, 2)
+    sink.amend(gone=["1"])  # its kubelet let the finished pod go, without an event
+    sink.relay(EventType.MODIFIED, stored("2", "Pending", name="pod-2"))
+    assert [f[:2] for f in await take(kubelet, 1)] == [["MODIFIED", "2"]]
+    assert [f[:2] for f in await take(state, 2)] == [["DELETED", "1"], ["MODIFIED", "2"]]
+    assert [p.uid for p in cache.snapshot().pods] == ["2"]
+
+
+async def test_a_watcher_behind_is_brought_to_the_state_without_the_notices() -> None:
+    cache, streams = setup(capacity=1)
+    sink = cache.source("fixtures")
+    sink.replace([stored("1", name="pod-1")])
+    watch = streams.open(View.EVERYTHING)
+    frames = watch.frames(KUBELET)
+    await take(frames, 2)
+    sink.upsert(stored("2", name="pod-2"))  # fills its queue
+    sink.upsert(stored("1", "Failed", name="pod-1"))  # past capacity: its notice is not queued
+    got = await take(frames, 2)
+    assert [f[:2] for f in got] == [["ADDED", "2"], ["MODIFIED", "1"]]
+    assert watch.watcher.caught_up
+    assert cache.hub.dropped == 1  # the notice, never sent to it
+
+
+async def test_after_its_deleted_a_finished_pod_is_out_of_the_kubelets_watch() -> None:
+    cache, streams = setup()
+    sink = cache.source("fixtures")
+    sink.replace([stored("1", "Succeeded", name="pod-1"), stored("2", name="pod-2")])
+    kubelet, state = await started(streams, KUBELET, 2), await started(streams, STATE, 2)
+    sink.upsert(stored("1", "Succeeded", name="pod-1", labels={"a": "b"}))  # still finished
+    sink.upsert(stored("1", "Running", name="pod-1"))  # runs again (a fixture edited back)
+    sink.upsert(stored("1", "Failed", name="pod-1"))
+    sink.replace([stored("2", name="pod-2")])  # the finished pod's source lets it go
+    sink.upsert(stored("2", "Pending", name="pod-2"))
+    assert [f[:2] for f in await take(kubelet, 4)] == [
+        ["ADDED", "1"],  # back in the watch
+        ["MODIFIED", "1"],
+        ["DELETED", "1"],  # finished again; its removal later is not sent
+        ["MODIFIED", "2"],
+    ]
+    assert [f[:2] for f in await take(state, 5)] == [
+        ["MODIFIED", "1"],
+        ["MODIFIED", "1"],
+        ["MODIFIED", "1"],
+        ["DELETED", "1"],
+        ["MODIFIED", "2"],
+    ]
