@@ -199,7 +199,7 @@ class Informer:
                 error = exc
             if self.state is State.READY:
                 delays = self.backoff.delays()  # it worked: the next outage starts from the start
-            self._set_state(_state_of(error), error)
+            self._set_state(state_of(error), error)
             await asyncio.sleep(next(delays))
 
     async def _session(self) -> None:
@@ -311,7 +311,8 @@ def _message(error: PodsAPIError | None) -> str | None:
     return None if error is None else error.message
 
 
-def _state_of(error: PodsAPIError) -> State:
+def state_of(error: PodsAPIError) -> State:
+    """Where a client stands with its server after `error` ended its watch or its attempt."""
     if isinstance(error, NotReady):
         return State.NOT_READY
     if isinstance(error, RateLimited):

@@ -1,9 +1,20 @@
 """`--kubelet-socket PATH`: bridge the kubelet's own Pods API (v1.37+, or v1.36 with the gate on).
 
-One upstream watch (a `pods_api.client.Informer`) fans out to any number of local clients, and
-List and Get are answered from our cache without spending the kubelet's 100 qps. Pods pass
-through byte-exact: the kubelet's bytes are what an unmasked client gets; we decode them only to
-index, mask and render JSON.
+One upstream watch fans out to any number of local clients, and List and Get are answered from
+our cache without spending the kubelet's 100 qps. Pods pass through byte-exact: the kubelet's
+bytes are what an unmasked client gets; we decode them only to index, mask and render JSON.
+
+Two things are kept, as the kubelet keeps them, and they are not the same:
+- **what it lists**: each (re)connection's snapshot (the watch's ADDED events up to its
+  INITIAL_SYNC_COMPLETE) is its ListPods, handed over whole; the cache diffs it into real
+  changes only. A pod that finishes stays listed after its DELETED (GetPod says so), until the
+  kubelet lets it go without an event: while it holds such pods the bridge lists again every
+  RECHECK seconds, and withdraws those gone (`sink.amend`, which the kubelet's contracts are not
+  told, as the kubelet's own watchers are not).
+- **what its watch says**: each live event goes to the kubelet's contracts as the kubelet sent
+  it (`sink.relay`): its type (an ADDED again for a pod whose status it forgot) and, for a
+  DELETED, its bytes. Our other surfaces (SSE, the Kubernetes view, PodLookup) are told the
+  change of the listed pods instead: docs/sources.md.
 
 Ready once the upstream has synced: its watch's INITIAL_SYNC_COMPLETE, which every released
 kubelet sends. Until then an upstream that is absent, refuses us or answers FAILED_PRECONDITION
@@ -22,16 +33,22 @@ ready, and says why.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from pods_api.client import Client, EventType, Informer, InformerEvent, PodsAPIError, State
+from pods_api.client import Client, EventType, PodsAPIError, State
+from pods_api.client.client import WatchEvent
+from pods_api.client.errors import InvalidArgument, NotFound, Unreachable
+from pods_api.client.informer import Backoff, state_of
+from pods_api.client.pod import Pod
 from pods_api.core.api.codec import CodecError
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.watch import EventType as CacheEvent  # the same numbers
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.staleness import ConnectedGauge, Staleness
 
@@ -48,6 +65,10 @@ STALE_AFTER = 30.0
 # grpc-go's default keepalive MinTime, which a kubelet's server enforces with GOAWAY
 # "too_many_pings" on a client that pings more often.
 KEEPALIVE = 360.0
+# How often the bridge lists again while the kubelet lists finished pods: it lets one go (its
+# manifest removed) without an event. The kubelet's housekeeping runs every 2 s; a ListPods
+# every 2 s is 0.5 of its 100 qps, and none while no finished pod is listed.
+RECHECK = 2.0
 SOURCE_FLAGS: tuple[str, ...] = (f"{FLAG} PATH",)
 
 
@@ -87,16 +108,23 @@ class KubeletSocketSource:
         on_connected: ConnectedGauge | None = None,
         stale_after: float = STALE_AFTER,
         keepalive: float = KEEPALIVE,
+        recheck: float = RECHECK,
+        backoff: Backoff | None = None,
     ) -> None:
         self.name = source_name(socket)
         self.socket = socket
         self._staleness = Staleness(self.name, stale_after=stale_after, on_connected=on_connected)
         self._staleness.upstream = str(socket)
         self._keepalive = keepalive
+        self._recheck = recheck
+        self._backoff = backoff or Backoff()
         self._on_error = on_error
         self._on_unknown_event = on_unknown_event
         self._sink: SourceSink | None = None
-        self._first: dict[str, PodVersion] | None = {}  # the first snapshot, handed over whole
+        # Pods the kubelet lists though they finished (its DELETED came, or its snapshot had
+        # them finished): the ones a recheck asks about.
+        self._held: set[str] = set()
+        self._state: tuple[State, str] | None = None  # as last told: a retry that fails alike is not
         # Unknown event types seen, by number, for the life of the process: a mismatch is what
         # the deployment is, not something a reconnect clears.
         self._unknown: Counter[int] = Counter()
@@ -104,15 +132,121 @@ class KubeletSocketSource:
 
     async def run(self, sink: SourceSink) -> None:
         self._sink = sink
-        # Each run's first snapshot goes in whole (`replace`), so a run restarted by the
-        # supervisor drops what vanished meanwhile; the cache diffs it into real changes only.
-        self._first = {}
         with self._staleness.running(sink):
             async with Client(self.socket, keepalive=self._keepalive) as client:
-                informer = Informer(client, on_unknown=self._on_unknown)
-                informer.add_handler(self._on_event)
-                informer.on_state(self._on_state)
-                await informer.run()
+                delays = self._backoff.delays()
+                while True:
+                    error: PodsAPIError
+                    try:
+                        await self._session(client)
+                        error = Unreachable(str(self.socket), "the kubelet ended the watch")
+                    except InvalidArgument:
+                        raise
+                    except PodsAPIError as exc:
+                        error = exc
+                    if self._state is not None and self._state[0] is State.READY:
+                        delays = self._backoff.delays()  # it worked: the next outage starts afresh
+                    self._on_state(state_of(error), error)
+                    await asyncio.sleep(next(delays))
+
+    async def _session(self, client: Client) -> None:
+        """One watch: its snapshot handed over whole (so a reconnect drops what vanished
+        meanwhile), then its live events relayed, each in the loop step that read it. Returns
+        when the kubelet ends the watch; raises its error."""
+        sink = self._sink
+        assert sink is not None
+        events = client.watch(on_unknown=self._on_unknown)
+        rechecks: asyncio.Task[None] | None = None
+        try:
+            snapshot: dict[str, PodVersion] = {}
+            async for event in events:
+                if event.type is EventType.INITIAL_SYNC_COMPLETE:
+                    break
+                version = self._decode(event)
+                if version is None:
+                    continue
+                if event.type is EventType.DELETED:
+                    snapshot.pop(version.uid, None)
+                else:
+                    snapshot[version.uid] = version
+            else:
+                return  # ended before its snapshot was complete
+            sink.replace(snapshot.values())
+            self._held = {uid for uid, version in snapshot.items() if version.finished}
+            sink.mark_synced()
+            self._on_state(State.READY, None)
+            rechecks = asyncio.get_running_loop().create_task(self._rechecks(client))
+            async for event in events:
+                await self._relay(client, event)
+        finally:
+            if rechecks is not None:
+                rechecks.cancel()
+            await events.aclose()  # cancels the call, whichever way the session ends
+
+    def _decode(self, event: WatchEvent) -> PodVersion | None:
+        pod = event.pod
+        assert pod is not None
+        try:
+            if event.type is EventType.DELETED:
+                version = PodVersion.deleted(pod.raw, pod.message)
+            else:
+                version = PodVersion.from_bytes(pod.raw, pod.message)
+        except CodecError as exc:
+            self._reject(f"pod {_uid_of(pod)} does not decode: {exc}")
+            return None
+        if not version.uid:
+            self._reject(f"pod {version.namespace}/{version.name} has no metadata.uid")
+            return None
+        return version
+
+    async def _relay(self, client: Client, event: WatchEvent) -> None:
+        sink = self._sink
+        assert sink is not None
+        if event.type is EventType.INITIAL_SYNC_COMPLETE:
+            return  # one per watch, and this watch's came with its snapshot
+        version = self._decode(event)
+        if version is None:
+            return
+        if event.type is not EventType.DELETED:
+            sink.relay(CacheEvent(event.type.value), version)
+            if not version.finished:
+                self._held.discard(version.uid)
+            return
+        # DELETED: the pod finished, or the kubelet no longer has it. Only its List tells which.
+        listed: PodVersion | None = None
+        try:
+            found = await client.get(version.uid)
+            listed = PodVersion.from_bytes(found.raw, found.message)
+        except NotFound:
+            pass
+        except (PodsAPIError, CodecError) as exc:
+            # Kept as it is served until the next recheck asks again: never "no pod" on a guess.
+            log.warning("%s: GetPod %s after its DELETED failed: %s", self.name, version.uid, exc)
+            listed = sink.pod(version.uid)
+        sink.relay(CacheEvent.DELETED, version, listed=listed)
+        if listed is not None:
+            self._held.add(version.uid)
+        else:
+            self._held.discard(version.uid)
+
+    async def _rechecks(self, client: Client) -> None:
+        """While finished pods are listed, list again every `recheck` s: the kubelet lets such a
+        pod go (its manifest removed, the API server's pod deleted) with no event."""
+        sink = self._sink
+        assert sink is not None
+        while True:
+            await asyncio.sleep(self._recheck)
+            if not self._held:
+                continue
+            try:
+                listed = {pod.uid for pod in await client.list()}
+            except (PodsAPIError, CodecError) as exc:
+                log.warning("%s: ListPods to recheck finished pods failed: %s", self.name, exc)
+                continue
+            gone = sorted(self._held - listed)
+            if gone:
+                self._held.difference_update(gone)
+                sink.amend(gone=gone)
 
     def _on_unknown(self, number: int) -> None:
         self._unknown[number] += 1
@@ -127,51 +261,33 @@ class KubeletSocketSource:
         assert self._sink is not None
         self._sink.warn(warning)
 
-    def _on_event(self, event: InformerEvent) -> None:
-        assert self._sink is not None
-        if event.type is EventType.INITIAL_SYNC_COMPLETE:
-            if self._first is not None:
-                self._sink.replace(self._first.values())
-                self._first = None
-                self._sink.mark_synced()
-            return
-        pod = event.pod
-        assert pod is not None
-        if event.type is EventType.DELETED:
-            if self._first is not None:
-                self._first.pop(pod.uid, None)
-            else:
-                self._sink.delete(pod.uid)
-            return
-        try:
-            version = PodVersion.from_bytes(pod.raw, pod.message)
-        except CodecError as exc:
-            self._reject(f"pod {pod.uid or '(no uid)'} does not decode: {exc}")
-            return
-        if not version.uid:
-            self._reject(f"pod {version.namespace}/{version.name} has no metadata.uid")
-        elif self._first is not None:
-            self._first[version.uid] = version
-        else:
-            self._sink.upsert(version)
-
     def _reject(self, reason: str) -> None:
         log.warning("%s: %s; keeping its last good version", self.name, reason)
         if self._on_error is not None:
             self._on_error(self.name, reason)
 
     def _on_state(self, state: State, error: PodsAPIError | None) -> None:
+        why = error.message if error is not None else ""
+        if self._state == (state, why):
+            return  # a retry that failed as the last one did: nothing new to tell
+        self._state = (state, why)
         if state is State.READY:
             log.info("%s: upstream synced", self.name)
             self._staleness.current(live=True)  # its watch is current however quiet it is
         else:
-            why = error.message if error is not None else ""
             log.warning("%s: upstream %s: %s; retrying", self.name, state.value, why)
             self._staleness.failed(f"upstream {state.value}: {why}")
             # Counted once per new failure, not per retry: pods_api_source_errors_total{source}
             # tells operators the upstream is down, refusing or not ready.
             if self._on_error is not None:
                 self._on_error(self.name, f"upstream {state.value}: {why}")
+
+
+def _uid_of(pod: Pod) -> str:
+    try:
+        return pod.uid or "(no uid)"
+    except CodecError:
+        return "(no uid)"
 
 
 def _type_name(number: int) -> str:

@@ -98,9 +98,16 @@ async def test_bridge_serves_upstreams_bytes(tmp_path: Path) -> None:
             edit(fixtures / WEB, set_phase("Failed"))
             (fixtures / REPORT).unlink()
             add_copy(fixtures, WORKER, "orders-worker-6d5f7c9b8-new11", NEW_UID)
-            from_a, from_b = await next_events(wa, 3), await next_events(wb, 3)
+            # The finished pod: MODIFIED, then the kubelet's DELETED, and it stays listed.
+            from_a, from_b = await next_events(wa, 4), await next_events(wb, 4)
             assert sorted(frames(from_b), key=repr) == sorted(frames(from_a), key=repr)
-            assert {e.type for e in from_b} == {EventType.ADDED, EventType.MODIFIED, EventType.DELETED}
+            web = uid_of(fixtures / WEB)
+            assert [e.type for e in from_b if e.pod is not None and e.pod.uid == web] == [
+                EventType.MODIFIED,
+                EventType.DELETED,
+            ]
+            assert [p.raw for p in await cb.list()] == [p.raw for p in await ca.list()]
+            assert web in {p.uid for p in await cb.list()}
             await wa.aclose()
             await wb.aclose()
 
@@ -125,14 +132,18 @@ async def test_bridge_keeps_serving_through_upstream_restart(tmp_path: Path) -> 
                 (fixtures / REPORT).unlink()
                 add_copy(fixtures, WORKER, "orders-worker-6d5f7c9b8-new11", NEW_UID)
                 a = start(tmp_path / "a", "--fixtures", str(fixtures))
-                changes = await next_events(wb, 3)
+                # The pod that finished meanwhile: MODIFIED, then the DELETED the kubelet's
+                # contract sends for a finished pod (it stays listed).
+                changes = await next_events(wb, 4)
                 assert sorted((e.type, e.pod.uid) for e in changes if e.pod) == sorted(
                     [
                         (EventType.MODIFIED, uid_of(fixtures / WEB)),
+                        (EventType.DELETED, uid_of(fixtures / WEB)),
                         (EventType.DELETED, report),
                         (EventType.ADDED, NEW_UID),
                     ]
                 )
+                assert uid_of(fixtures / WEB) in {p.uid for p in await cb.list()}
                 # One more change after the reconnect: the next event is it, so nothing (no
                 # replay of unchanged pods) came between.
                 edit(fixtures / WORKER, set_phase("Succeeded"))
