@@ -201,12 +201,19 @@ class PodVersion(Masked):
 
     @property
     def finished(self) -> bool:
-        """Whether its phase is Succeeded or Failed: every container has ended, none will run
-        again. The bytes are searched before the message is parsed: a few µs for a pod that is
-        not finished."""
+        """Whether the kubelet is done with it: its phase is Succeeded or Failed (no container
+        will run again) and its sandbox is not ready (the kubelet stops the sandbox before it
+        calls the pod terminated: pkg/kubelet SyncTerminatingPod, then TerminatePod). A pod
+        whose status says nothing of its sandbox is finished by its phase. The bytes are
+        searched before the message is parsed: a few µs for a pod that is not finished."""
         if not any(phase in self.framed for phase in _FINISHED_BYTES):
             return False
-        return self.message.status.phase in _FINISHED
+        status = self.message.status
+        if status.phase not in _FINISHED:
+            return False
+        return not any(
+            c.type == "PodReadyToStartContainers" and c.status == "True" for c in status.conditions
+        )
 
     def masked(self, view: View) -> Masked:
         """This version as the view shows it, computed once per (mask, version): only the mask
