@@ -385,7 +385,7 @@ async def test_not_ready_is_failed_precondition_on_every_method(tmp_path: Path, 
                     with pytest.raises(grpc.aio.AioRpcError) as err:
                         await call
                     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-                    assert err.value.details() == "pod sources have not finished their initial sync"
+                    assert err.value.details() == "Kubelet is initializing"  # the kubelet's words
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest()).read()
                 assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
