@@ -540,6 +540,10 @@ async def test_sigterm_ends_watches_with_unavailable_and_removes_the_sockets(ser
         (["--fixtures", ".", "--socket-mode", "rw"], "'rw' is not an octal mode"),
         (["--fixtures", ".", "--http-listen", "0.0.0.0:8080"], "only loopback addresses"),
         (["--fixtures", ".", "--qps", "-1"], "'-1' is negative"),
+        (
+            ["--fixtures", ".", "--watch-overflow", "nope"],
+            "argument --watch-overflow: invalid choice: 'nope' (choose from 'coalesce', 'drop')",
+        ),
     ],
 )
 def test_command_line_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:

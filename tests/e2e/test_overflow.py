@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import httpx
 import pytest
 import yaml
 from builders import make_pod
-from serve import PODS_API, TIMEOUT, Served, serving
+from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import pods_v1alpha1_pb2, pods_v1alpha1_pb2_grpc
@@ -172,25 +171,3 @@ async def test_sse_and_the_kubernetes_view_end_a_dropped_watch_as_each_surface_e
     assert (error["status"], error["message"]) == ("RESOURCE_EXHAUSTED", "watch client channel closed")
     assert kube_stream.startswith(b"HTTP/1.1 200 OK\r\n")
     assert b'"type":"ERROR"' not in kube_stream
-
-
-def test_an_unknown_overflow_mode_is_one_clear_line(tmp_path: Path, fixtures: Path) -> None:
-    result = subprocess.run(
-        [
-            PODS_API,
-            "serve",
-            "--fixtures",
-            str(fixtures),
-            "--run-dir",
-            str(tmp_path),
-            "--watch-overflow",
-            "nope",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1].endswith(
-        "argument --watch-overflow: invalid choice: 'nope' (choose from 'coalesce', 'drop')"
-    )
