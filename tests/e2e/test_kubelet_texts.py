@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import grpc
 import httpx
 import pytest
 from builders import make_pod
+from kubeletpodsserver import kubelet_pods_server
 from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.pb import (
@@ -110,3 +111,50 @@ async def test_an_unknown_uid_and_the_rate_limit_say_what_the_kubelet_says(
 def counted(method: str, code: str) -> str:
     """The series of one request counted on `v1alpha1.Pods`, as /metrics writes it."""
     return f'kubelet_pod_requests_{method}_total{{server_api_version="v1alpha1",status_code="{code}"}} 1.0'
+
+
+async def refusals(target: str) -> dict[str, tuple[grpc.StatusCode, str]]:
+    """What a server answers that is not a pod: before its sources are ready, each method's
+    refusal; once ready, an unknown UID, and a List past the rate limit."""
+    answers = {}
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = pods_v1alpha1_pb2_grpc.PodsStub(ch)
+        try:
+            await stub.ListPods(pods_v1alpha1_pb2.ListPodsRequest())
+        except grpc.aio.AioRpcError:
+            answers["list"] = await status_of(stub.ListPods(pods_v1alpha1_pb2.ListPodsRequest()))
+            answers["get"] = await status_of(stub.GetPod(pods_v1alpha1_pb2.GetPodRequest(podUID="uid-web")))
+            answers["watch"] = await status_of(stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest()).read())
+            return answers
+        answers["missing"] = await status_of(
+            stub.GetPod(pods_v1alpha1_pb2.GetPodRequest(podUID="no-such-uid"))
+        )
+        for _ in range(RATE_PROBES):  # the burst is 10, refilled at 100 a second: a few more than 10
+            try:
+                await stub.ListPods(pods_v1alpha1_pb2.ListPodsRequest())
+            except grpc.aio.AioRpcError as err:
+                answers["limited"] = (err.code(), err.details() or "")
+                break
+    return answers
+
+
+# Lists sent back to back to get past a burst of 10 at 100 a second, with room for a slow machine.
+RATE_PROBES = 200
+
+
+async def test_the_texts_are_the_kubelets_own_servers(
+    go_build: Callable[[str, str], Path], tmp_path: Path, fixtures: Path, not_ready: Served
+) -> None:
+    """Against v1.37.2's own server code (tests/go/node/cmd/podsserver), with its default rate
+    limit: the same code and text for each refusal, on the same calls."""
+    binary = go_build("node", "./cmd/podsserver")
+    with kubelet_pods_server(binary, tmp_path / "kubelet.sock") as kubelet:
+        theirs = await refusals(kubelet.target)
+        kubelet.command("ready")
+        kubelet.command("pods 1 0")
+        theirs |= await refusals(kubelet.target)
+    ours = await refusals(not_ready.target)
+    with serving(tmp_path / "ready", "--fixtures", str(fixtures)) as served:
+        ours |= await refusals(served.target)
+    assert set(theirs) == {"list", "get", "watch", "missing", "limited"}
+    assert ours == theirs

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import httpx
 import pytest
 import yaml
 from builders import make_pod
+from kubeletpodsserver import kubelet_pods_server
 from serve import TIMEOUT, Served, serving
 
 from pods_api.core.api.codec import pod_from_bytes
@@ -27,6 +29,8 @@ PODS = 40  # per change, each ~20 KB: 800 KB a change, far more than a client's 
 MAX_ROUNDS = 60
 # The queue: small, so the drop comes after a few changes, not after a hundred.
 BUFFER = "2"
+# One change of every pod: its round number.
+Change = Callable[[int], object]
 
 
 def bulk(round_: int) -> dict[str, Any]:
@@ -53,9 +57,9 @@ def fixtures(tmp_path: Path) -> Path:
     return directory
 
 
-def dropping(tmp_path: Path, fixtures: Path) -> Any:
+def dropping(tmp_path: Path, fixtures: Path, buffer: str = BUFFER) -> Any:
     return serving(
-        tmp_path / "run", "--fixtures", str(fixtures), "--watch-overflow", "drop", "--watch-buffer", BUFFER
+        tmp_path / "run", "--fixtures", str(fixtures), "--watch-overflow", "drop", "--watch-buffer", buffer
     )
 
 
@@ -77,16 +81,43 @@ async def read(call: Any, count: int) -> list[Any]:
         return [await call.read() for _ in range(count)]
 
 
-async def flood_until_dropped(served: Served, fixtures: Path, fast: Any, stalled: int) -> int:
-    """Change every pod, round after round, each round taken whole by the `fast` watch before the
-    next, until `stalled` watchers are dropped; the last round written."""
+async def flood_until_dropped(change: Change, dropped: Callable[[], float], fast: Any, stalled: int) -> int:
+    """Change every pod (`change(round)`), round after round, each round taken whole by the `fast`
+    watch before the next, until `dropped()` counts `stalled` watchers; the last round."""
     for round_ in range(1, MAX_ROUNDS):
-        write_bulk(fixtures, round_)
+        await asyncio.to_thread(change, round_)
         events = await read(fast, PODS)
         assert {pod_from_bytes(e.pod)["metadata"]["annotations"]["round"] for e in events} == {str(round_)}
-        if await asyncio.to_thread(dropped_total, served) >= stalled:
+        if await asyncio.to_thread(dropped) >= stalled:
             return round_
     raise AssertionError(f"{stalled} stalled watchers not dropped after {MAX_ROUNDS} changes")
+
+
+def changes(served: Served, fixtures: Path) -> tuple[Change, Callable[[], float]]:
+    """How a test changes every pod of a pods-api serving `fixtures`, and reads its drop count."""
+    return (lambda round_: write_bulk(fixtures, round_)), (lambda: dropped_total(served))
+
+
+async def slow_watch_end(target: str, change: Change, dropped: Callable[[], float]) -> tuple[Any, ...]:
+    """A watcher that reads nothing beside one that keeps up, changes until it is dropped and one
+    more: how its stream ends, the drop count, and whether the one that kept up was kept."""
+    async with (
+        grpc.aio.insecure_channel(target) as fast_ch,
+        grpc.aio.insecure_channel(target) as slow_ch,
+    ):
+        fast = pods_v1alpha1_pb2_grpc.PodsStub(fast_ch).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+        slow = pods_v1alpha1_pb2_grpc.PodsStub(slow_ch).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
+        await read(fast, PODS + 1)  # the start: every pod, then the marker
+        await slow.initial_metadata()
+        last = await flood_until_dropped(change, dropped, fast, stalled=1)
+        await asyncio.to_thread(change, last + 1)
+        kept = len(await read(fast, PODS)) == PODS
+        async with asyncio.timeout(TIMEOUT):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                while (await slow.read()) is not grpc.aio.EOF:
+                    pass
+        fast.cancel()
+        return err.value.code(), err.value.details(), await asyncio.to_thread(dropped), kept
 
 
 async def test_a_grpc_watcher_whose_queue_is_full_is_dropped_with_the_kubelets_status(
@@ -101,7 +132,7 @@ async def test_a_grpc_watcher_whose_queue_is_full_is_dropped_with_the_kubelets_s
             slow = pods_v1alpha1_pb2_grpc.PodsStub(slow_ch).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
             await read(fast, PODS + 1)  # the start: every pod, then the marker
             await slow.initial_metadata()  # open; it reads nothing until it is dropped
-            last = await flood_until_dropped(served, fixtures, fast, stalled=1)
+            last = await flood_until_dropped(*changes(served, fixtures), fast, stalled=1)
             # The watcher that keeps up is not dropped, and the count is per watcher, not per
             # event lost: another change is one more event lost to the dropped one, not a count.
             write_bulk(fixtures, last + 1)
@@ -159,7 +190,7 @@ async def test_sse_and_the_kubernetes_view_end_a_dropped_watch_as_each_surface_e
         async with grpc.aio.insecure_channel(served.target) as ch:
             fast = pods_v1alpha1_pb2_grpc.PodsStub(ch).WatchPods(pods_v1alpha1_pb2.WatchPodsRequest())
             await read(fast, PODS + 1)
-            await flood_until_dropped(served, fixtures, fast, stalled=2)
+            await flood_until_dropped(*changes(served, fixtures), fast, stalled=2)
             fast.cancel()
         sse_stream = await asyncio.to_thread(_read_response, sse)
         kube_stream = await asyncio.to_thread(_read_response, kube)
@@ -171,3 +202,20 @@ async def test_sse_and_the_kubernetes_view_end_a_dropped_watch_as_each_surface_e
     assert (error["status"], error["message"]) == ("RESOURCE_EXHAUSTED", "watch client channel closed")
     assert kube_stream.startswith(b"HTTP/1.1 200 OK\r\n")
     assert b'"type":"ERROR"' not in kube_stream
+
+
+async def test_a_slow_watcher_ends_as_the_kubelets_own_server_ends_it(
+    go_build: Callable[[str, str], Path], tmp_path: Path, fixtures: Path
+) -> None:
+    """The same flood against v1.37.2's own server code (tests/go/node/cmd/podsserver, with the
+    kubelet's 100-event channel) and against pods-api in drop mode: the same end, the same count."""
+    binary = go_build("node", "./cmd/podsserver")
+    with kubelet_pods_server(binary, tmp_path / "kubelet.sock") as kubelet:
+        kubelet.command("ready")
+        kubelet.command(f"pods {PODS} 20000")
+        theirs = await slow_watch_end(
+            kubelet.target, lambda r: kubelet.command(f"round {r}"), kubelet.dropped
+        )
+    with dropping(tmp_path, fixtures, buffer="100") as served:  # the kubelet's channel size
+        ours = await slow_watch_end(served.target, *changes(served, fixtures))
+    assert ours == theirs == (grpc.StatusCode.RESOURCE_EXHAUSTED, "watch client channel closed", 1.0, True)
