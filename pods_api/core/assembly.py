@@ -28,7 +28,9 @@ class Core:
 
 
 def build_core(config: Config, calls: Calls = CALLS) -> Core:
-    hub = WatchHub(capacity=config.watch_buffer, max_watchers=config.max_watchers)
+    hub = WatchHub(
+        capacity=config.watch_buffer, max_watchers=config.max_watchers, overflow=config.watch_overflow
+    )
     cache = PodCache(hub)
     metrics = Metrics(cache, calls)
     limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None

@@ -13,6 +13,7 @@ from pods_api.core.policy.connections import (
 )
 from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from pods_api.core.store.source import Source, SourceContext
+from pods_api.core.store.watch import Overflow
 
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
@@ -21,7 +22,8 @@ DEFAULT_SOCKET = Path("/var/lib/kubelet/pods-api/pods-api.sock")
 BRIDGE_SOCKET = Path("/run/pods-api/pods-api.sock")
 HTTP_SOCKET_NAME = "pods-api-http.sock"
 # The kubelet's watch channel depth: a watcher this many events behind gets the rest coalesced
-# per pod (core/store/watch.py), so it reaches the current state instead of every version.
+# per pod (core/store/watch.py), so it reaches the current state instead of every version; or,
+# with --watch-overflow drop, is dropped as the kubelet drops it at the same depth.
 DEFAULT_WATCH_BUFFER = 100
 # Each watch holds a queue and a task; beyond this a node agent is leaking watches.
 DEFAULT_MAX_WATCHERS = 1000
@@ -38,6 +40,7 @@ class Config:
     qps: float = DEFAULT_QPS
     burst: int = DEFAULT_BURST
     watch_buffer: int = DEFAULT_WATCH_BUFFER
+    watch_overflow: Overflow = Overflow.COALESCE
     max_watchers: int = DEFAULT_MAX_WATCHERS
     metrics_listen: str | None = None
     ready_delay: float = 0.0

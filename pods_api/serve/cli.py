@@ -63,6 +63,7 @@ def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
         MAX_CONNECTIONS_CEILING,
     )
     from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+    from pods_api.core.store.watch import Overflow
     from pods_api.sources import registry
 
     serve.description = f"Serve the Pods API from one or more pod sources ({registry.source_flags()})."
@@ -106,7 +107,15 @@ def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
         default=DEFAULT_WATCH_BUFFER,
         metavar="EVENTS",
         help="events queued for a watcher as published; past them, its events are coalesced to one "
-        f"per pod, the newest (default {DEFAULT_WATCH_BUFFER})",
+        f"per pod, the newest, or with --watch-overflow drop it is dropped (default {DEFAULT_WATCH_BUFFER})",
+    )
+    add(
+        "--watch-overflow",
+        choices=[overflow.value for overflow in Overflow],
+        default=Overflow.COALESCE.value,
+        help="a watcher whose --watch-buffer is full: coalesce its events per pod (ours, the default), "
+        "or drop it as the kubelet does (its watch ends with RESOURCE_EXHAUSTED 'watch client channel "
+        "closed'), to test a client's reconnect path",
     )
     add(
         "--max-watchers",
@@ -164,6 +173,7 @@ def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET, HTTP_SOCKET_NAME, Config
+    from pods_api.core.store.watch import Overflow
     from pods_api.serve import sockets
     from pods_api.sources import SourceContext, registry
 
@@ -202,6 +212,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         qps=args.qps,
         burst=args.burst,
         watch_buffer=args.watch_buffer,
+        watch_overflow=Overflow(args.watch_overflow),
         max_watchers=args.max_watchers,
         metrics_listen=args.metrics_listen,
         ready_delay=args.ready_delay,

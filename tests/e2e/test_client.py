@@ -107,7 +107,7 @@ async def test_not_found_and_invalid_argument(server: Served) -> None:
 async def test_not_ready_is_its_own_error(tmp_path: Path) -> None:
     with serving(tmp_path / "run", "--fixtures", str(EXAMPLES), "--ready-delay", "3600", ready=False) as s:
         async with Client(s.socket) as client:
-            with pytest.raises(NotReady, match="initial sync"):
+            with pytest.raises(NotReady, match="Kubelet is initializing"):
                 await client.list()
             with pytest.raises(NotReady):
                 await anext(client.watch())

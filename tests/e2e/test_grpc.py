@@ -387,7 +387,7 @@ async def test_not_ready_is_failed_precondition_on_every_method(tmp_path: Path, 
                     with pytest.raises(grpc.aio.AioRpcError) as err:
                         await call
                     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-                    assert err.value.details() == "pod sources have not finished their initial sync"
+                    assert err.value.details() == "Kubelet is initializing"  # the kubelet's words
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await stub.WatchPods(pods_v1alpha1_pb2.WatchPodsRequest()).read()
                 assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -542,6 +542,10 @@ async def test_sigterm_ends_watches_with_unavailable_and_removes_the_sockets(ser
         (["--fixtures", ".", "--socket-mode", "rw"], "'rw' is not an octal mode"),
         (["--fixtures", ".", "--http-listen", "0.0.0.0:8080"], "only loopback addresses"),
         (["--fixtures", ".", "--qps", "-1"], "'-1' is negative"),
+        (
+            ["--fixtures", ".", "--watch-overflow", "nope"],
+            "argument --watch-overflow: invalid choice: 'nope' (choose from 'coalesce', 'drop')",
+        ),
     ],
 )
 def test_command_line_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:

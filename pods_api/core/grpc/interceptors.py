@@ -23,7 +23,8 @@ import grpc
 from pods_api.core.api.status import Code, Internal, StatusError
 from pods_api.core.assembly import Core
 from pods_api.core.grpc.requests import Unparsable
-from pods_api.core.policy.calls import Call, refusal
+from pods_api.core.grpc.service import KUBELET_SERVICES
+from pods_api.core.policy.calls import KUBELET_TEXTS, OUR_TEXTS, Call, refusal
 from pods_api.core.policy.metrics import Metrics
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
@@ -156,14 +157,16 @@ def _stream(
 def _admission(core: Core, method: str, call: Call | None) -> Callable[[Any], None]:
     """Runs each Pods call only if its request parsed and the table's refusal lets it (in
     grpc-go's order: a request that does not parse is refused before any interceptor, so it
-    spends no token)."""
+    spends no token). On the kubelet's contracts a refusal says what the kubelet says."""
+    service = method.lstrip("/").rpartition("/")[0]
+    texts = KUBELET_TEXTS if service in KUBELET_SERVICES else OUR_TEXTS
 
     def admit(request: Any) -> None:
         if isinstance(request, Unparsable):
             raise request.error()
         if call is None:  # a handler registered around the table: refuse rather than run unguarded
             raise Internal(f"{method} is not in the call table")
-        refused = refusal(call, core.limiter, core.cache)
+        refused = refusal(call, core.limiter, core.cache, texts)
         if refused is not None:
             raise refused
 

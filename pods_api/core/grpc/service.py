@@ -20,8 +20,9 @@ from enum import Enum
 
 import grpc
 
+from pods_api.core.api import kubelet_texts
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from pods_api.core.api.status import InvalidArgument, NotFound, quote
+from pods_api.core.api.status import InvalidArgument, NotFound
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.fieldmask import parse_mask
@@ -40,6 +41,11 @@ FIELDMASK_METADATA = "x-kubernetes-fieldmask"
 class Contract(Enum):
     V1ALPHA1 = "v1alpha1.Pods"
     DOCUMENTED = "Pods"
+
+
+# The gRPC services that are the kubelet's contract: their refusals carry the kubelet's texts
+# (core/api/kubelet_texts.py).
+KUBELET_SERVICES = frozenset(contract.value for contract in Contract)
 
 
 def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes:
@@ -93,7 +99,7 @@ class PodsService:
         view = _view(context)
         pod = self._cache.get(request.podUID)
         if pod is None:
-            raise NotFound(f"pod {quote(request.podUID)} not found")
+            raise NotFound(kubelet_texts.pod_not_found(request.podUID))
         return pod.masked(view).get_response
 
     def watch_handler(self, contract: Contract) -> Callable[..., Awaitable[None]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from pods_api.core.api import kubelet_texts
 from pods_api.core.api.status import FailedPrecondition, ResourceExhausted, StatusError
 from pods_api.core.policy.ratelimit import TokenBucket
 from pods_api.core.store.cache import PodCache
@@ -78,11 +79,28 @@ CALLS = Calls(
 )
 
 
-def refusal(call: Call, limiter: TokenBucket | None, cache: PodCache) -> StatusError | None:
-    """Why `call` may not run now, or None. The rate limit is checked first: a client hammering a
-    server that is not ready yet still spends its tokens."""
+@dataclass(frozen=True, slots=True)
+class RefusalTexts:
+    """What a refusal says: the same refusal, in the words of the contract it is given on."""
+
+    rate_limited: str
+    not_synced: str
+
+
+# Ours: every surface but the kubelet's own gRPC contracts.
+OUR_TEXTS = RefusalTexts(RATE_LIMITED, NOT_SYNCED)
+# On `v1alpha1.Pods` and `Pods`: the kubelet's words, for clients written against a kubelet.
+KUBELET_TEXTS = RefusalTexts(kubelet_texts.RATE_LIMITED, kubelet_texts.INITIALIZING)
+
+
+def refusal(
+    call: Call, limiter: TokenBucket | None, cache: PodCache, texts: RefusalTexts = OUR_TEXTS
+) -> StatusError | None:
+    """Why `call` may not run now, or None. The rate limit is checked first, as the kubelet's
+    interceptor runs before its handler's readiness check: a client hammering a server that is
+    not ready yet still spends its tokens."""
     if call.limited and limiter is not None and not limiter.allow():
-        return ResourceExhausted(RATE_LIMITED, retry_after=limiter.retry_after())
+        return ResourceExhausted(texts.rate_limited, retry_after=limiter.retry_after())
     if call.gated and not cache.ready:
-        return FailedPrecondition(NOT_SYNCED, retry_after=NOT_SYNCED_RETRY_AFTER)
+        return FailedPrecondition(texts.not_synced, retry_after=NOT_SYNCED_RETRY_AFTER)
     return None

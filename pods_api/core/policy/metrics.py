@@ -15,6 +15,7 @@ from prometheus_client.utils import floatToGoString
 from pods_api.core.api.status import Code
 from pods_api.core.policy.calls import Calls
 from pods_api.core.store.cache import OverlaySink, PodCache, SourceSink
+from pods_api.core.store.watch import Overflow
 
 _REQUEST_LABELS = ("server_api_version", "status_code")
 
@@ -129,6 +130,15 @@ class Delays(Collector):
         yield family
 
 
+# What kubelet_pod_watch_events_dropped_total counts depends on --watch-overflow; its help says which.
+_DROPPED_HELP = {
+    Overflow.COALESCE: "Watch events never sent to a watcher: merged into a newer event of the same pod "
+    "while it was behind, or not yet taken when its watch ended.",
+    Overflow.DROP: "Watchers dropped because their queue was full (--watch-overflow drop), one each, "
+    "as the kubelet counts them.",
+}
+
+
 class _CacheCollector(Collector):
     """Gauges read from the cache at scrape time, so the cache itself knows nothing of metrics."""
 
@@ -138,10 +148,7 @@ class _CacheCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         cache = self._cache
         yield CounterMetricFamily(
-            "kubelet_pod_watch_events_dropped",
-            "Watch events never sent to a watcher: merged into a newer event of the same pod "
-            "while it was behind, or not yet taken when its watch ended.",
-            value=cache.hub.dropped,
+            "kubelet_pod_watch_events_dropped", _DROPPED_HELP[cache.hub.overflow], value=cache.hub.dropped
         )
         yield CounterMetricFamily(
             "pods_api_watch_events_coalesced",

@@ -22,17 +22,36 @@ not events: `capacity` events plus one entry per pod that exists or existed when
 What ends a watch is its client, never the server's own pace: the surfaces end a stream whose
 client has taken nothing for the send timeout (a write that has not completed); the hub ends
 every watch when the server stops.
+
+On request (`--watch-overflow=drop`, `Overflow.DROP`) the hub does what the kubelet does
+instead: a change that finds a watcher's queue full drops the watcher. Its client still gets
+what was queued, then the ending `Dropped` (a closed Go channel still yields what it holds).
+The dropped-events count is then one per dropped watcher, as the kubelet counts it, and
+nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 
+from pods_api.core.api import kubelet_texts
 from pods_api.core.api.status import Code, ResourceExhausted, StatusError
+from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.store.pod import PodVersion
+
+log = logging.getLogger(__name__)
+
+
+class Overflow(Enum):
+    """What a watcher whose queue is full gets: the rest coalesced per pod (ours, the default),
+    or dropped, as the kubelet does it."""
+
+    COALESCE = "coalesce"
+    DROP = "drop"
 
 
 class EventType(IntEnum):
@@ -95,6 +114,15 @@ class TookNothing(WatchEnded):
         super().__init__(f"took nothing for {seconds:g} s; fell behind: list and watch again")
 
 
+class Dropped(WatchEnded):
+    """`Overflow.DROP`: the watcher's queue was full; the kubelet's code and text."""
+
+    code = Code.RESOURCE_EXHAUSTED
+
+    def __init__(self) -> None:
+        super().__init__(kubelet_texts.CHANNEL_CLOSED)
+
+
 class ServerStopping(WatchEnded):
     code = Code.UNAVAILABLE
 
@@ -130,6 +158,9 @@ class _Pending:
             kind, previous = (_DELETED if gone else EventType.MODIFIED), self.held
         return PodEvent(kind, newest.pod, revision, previous, newest.published, coalesced=True)
 
+
+# Drops come in bursts (every slow watcher at the same change): one line per period says so.
+_DROPPED_LOG = ThrottledLog(log)
 
 # Read once: a member looked up on an IntEnum class costs 0.2 µs, and the coalescing reads them
 # per watcher and event.
@@ -192,6 +223,24 @@ class Watcher:
             self._coalesce(events)
         self._wakeup.set()
 
+    def _offer_or_drop(self, events: list[PodEvent]) -> None:
+        """`Overflow.DROP`: a change that finds the queue full drops the watcher, and is not
+        queued; its client gets what is queued, then `Dropped`. Under capacity a change is
+        queued whole, as in coalesce mode: the kubelet's events come one pod at a time while its
+        watchers drain, ours one change at a time (a relist of 150 pods is one), and a watcher
+        that keeps up must not be dropped for the size of one change."""
+        if self._ended is not None:
+            return
+        if len(self._queue) < self._capacity:
+            self._queue.extend(events)
+            self._exact = events[-1].revision
+        else:
+            self._ended = Dropped()
+            self._hub._watchers.discard(self)
+            self._hub.dropped += 1  # one per watcher, as the kubelet counts it
+            _DROPPED_LOG.warning(f"dropped a watcher whose queue of {self._capacity} events was full")
+        self._wakeup.set()
+
     def _coalesce(self, events: list[PodEvent]) -> None:
         pending, merged = self._pending, 0
         for event in events:
@@ -230,7 +279,8 @@ class Watcher:
         if lost:
             self._queue.clear()
             self._pending.clear()
-            self._hub.dropped += lost
+            if self._hub.overflow is Overflow.COALESCE:  # the kubelet counts dropped watchers only
+                self._hub.dropped += lost
 
     def __enter__(self) -> Watcher:
         return self
@@ -246,12 +296,13 @@ class Watcher:
 
 
 class WatchHub:
-    def __init__(self, *, capacity: int, max_watchers: int) -> None:
+    def __init__(self, *, capacity: int, max_watchers: int, overflow: Overflow = Overflow.COALESCE) -> None:
         self.capacity = capacity
         self.max_watchers = max_watchers
+        self.overflow = overflow
         # Events never sent to a watcher (merged into a newer one, or not yet taken when its
-        # watch ended), and of those the ones merged: read by the metrics at scrape time, so the
-        # fan-out counts with an addition, not a call.
+        # watch ended), and of those the ones merged; with Overflow.DROP, watchers dropped. Read
+        # by the metrics at scrape time, so the fan-out counts with an addition, not a call.
         self.dropped = 0
         self.coalesced = 0
         self._watchers: set[Watcher] = set()  # getting events
@@ -278,8 +329,9 @@ class WatchHub:
 
     def publish(self, events: list[PodEvent]) -> None:
         """Hand one change (all the events of one source update) to every watcher."""
+        offer = Watcher._offer if self.overflow is Overflow.COALESCE else Watcher._offer_or_drop
         for watcher in list(self._watchers):
-            watcher._offer(events)
+            offer(watcher, events)
 
     def stop(self) -> None:
         """End every watch, and refuse new ones: the server is going away."""
