@@ -14,7 +14,7 @@ import grpc
 import httpx
 import pytest
 from kubelet_server import KubeletServer
-from podfiles import REPORT, WEB, WORKER, add_copy, copy_examples, edit, set_phase, uid_of
+from podfiles import REPORT, WEB, WORKER, add_copy, copy_examples, edit, finish, set_phase, uid_of
 from serve import PODS_API, TIMEOUT, Served, serving, start
 from vectors import SHARED_K8S, shared_vectors, vector_pb
 
@@ -95,7 +95,7 @@ async def test_bridge_serves_upstreams_bytes(tmp_path: Path) -> None:
         async with Client(a.socket) as ca, Client(b.socket) as cb:
             wa, wb = ca.watch(), cb.watch()
             assert frames(await snapshot(wb)) == frames(await snapshot(wa))
-            edit(fixtures / WEB, set_phase("Failed"))
+            edit(fixtures / WEB, finish())
             (fixtures / REPORT).unlink()
             add_copy(fixtures, WORKER, "orders-worker-6d5f7c9b8-new11", NEW_UID)
             # The finished pod: MODIFIED, then the kubelet's DELETED, and it stays listed.
@@ -127,7 +127,7 @@ async def test_bridge_keeps_serving_through_upstream_restart(tmp_path: Path) -> 
                 a.proc.kill()
                 a.close()
                 assert [p.raw for p in await cb.list()] == before  # outage: nothing changes
-                edit(fixtures / WEB, set_phase("Failed"))
+                edit(fixtures / WEB, finish())
                 report = uid_of(fixtures / REPORT)
                 (fixtures / REPORT).unlink()
                 add_copy(fixtures, WORKER, "orders-worker-6d5f7c9b8-new11", NEW_UID)

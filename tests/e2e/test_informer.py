@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from podfiles import EXAMPLES, REPORT, WEB, WORKER, add_copy, copy_examples, edit, set_phase, uid_of
+from podfiles import EXAMPLES, REPORT, WEB, WORKER, add_copy, copy_examples, edit, finish, set_phase, uid_of
 from serve import TIMEOUT, Served, serving, start
 
 from pods_api.client import (
@@ -103,7 +103,7 @@ async def test_sync_then_live_changes(tmp_path: Path) -> None:
 
             # A pod that finishes: its MODIFIED, then the kubelet's DELETED, which drops it here
             # though the server still lists it (docs/clients.md, the informer).
-            edit(fixtures / WEB, set_phase("Failed"))
+            edit(fixtures / WEB, finish())
             await rec.until(lambda: rec.events[-1].type is DELETED)
             assert [e.type for e in rec.events[-2:]] == [MODIFIED, DELETED]
             assert uid_of(fixtures / WEB) not in informer.pods

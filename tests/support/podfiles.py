@@ -52,3 +52,16 @@ def set_phase(phase: str) -> Callable[[dict[str, Any]], None]:
         pod["status"]["phase"] = phase
 
     return change
+
+
+def finish(phase: str = "Failed") -> Callable[[dict[str, Any]], None]:
+    """The pod as the kubelet leaves it once it is done with it: a terminal phase, its sandbox
+    down (the kubelet's watch then says DELETED: core/store/pod.py `finished`)."""
+
+    def change(pod: dict[str, Any]) -> None:
+        pod["status"]["phase"] = phase
+        for condition in pod["status"].get("conditions", []):
+            if condition["type"] == "PodReadyToStartContainers":
+                condition["status"] = "False"
+
+    return change
