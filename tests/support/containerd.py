@@ -234,6 +234,19 @@ class Containerd:
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(f"unix:{self.socket}")
 
+    def remove_everything(self) -> None:
+        """Stop and remove every pod sandbox (and so every container and shim)."""
+        with self.channel() as channel:
+            Kubelet(channel).remove_everything()
+
+    def power_cycle(self) -> None:
+        """A node's power cycle as containerd sees it: every sandbox gone (the processes die, the
+        state directory is a tmpfs on a node), the daemon started again; images stay (disk)."""
+        self.remove_everything()
+        self.stop()
+        shutil.rmtree(self.root / "state", ignore_errors=True)
+        self.start()
+
     def ctr(self, *args: str, stdin: bytes | None = None) -> None:
         result = subprocess.run(
             ["ctr", "--address", str(self.socket), "-n", "k8s.io", *args],
