@@ -27,7 +27,8 @@ from typing import Any
 
 import grpc
 import pytest
-from realkubelet import Event, Node, Recorder, get_pod, list_pods, static_name, static_pod, uid_of
+from podrecorder import Event, Recorder, get_pod, list_pods, uid_of
+from realkubelet import Node, static_name, static_pod
 from released import ADDED, DELETED, MODIFIED, SYNCED
 from serve import Served, start
 
