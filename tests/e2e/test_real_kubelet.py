@@ -1,4 +1,4 @@
-"""pods-api beside the real kubelet v1.37.2 on the same node (issue 29): one kubelet and its
+"""pods-api beside the real kubelet v1.37.2 on the same node: one kubelet and its
 containerd (tests/support/realkubelet.py), one static-pod directory, and pods-api started as users
 start it in both modes at once, the bridge (`--kubelet-socket` the kubelet's socket) and the
 standalone (`--manifests` the same directory, `--cri-socket` the same containerd, the same node
@@ -514,9 +514,10 @@ def _types_raw(events: list[Event]) -> dict[str, list[str]]:
 
 # -- the comparisons ----------------------------------------------------------------------------
 
-# Comparisons that fail today, each under the issue item being fixed in another branch (issue 29's
-# table; "new (lab)" for what this lab found besides): (mode, action id, group) -> reason. The fix
-# flips its tests to strict XPASS failures, and whoever lands it removes the entries.
+# Comparisons that fail today, each under the id of the known difference being fixed in another
+# branch (B1, B2, S1-S7, the bytes; "new (lab)" for what this lab found besides), with what the
+# difference is: (mode, action id, group) -> reason. The fix flips its tests to strict XPASS
+# failures, and whoever lands it removes the entries.
 B1 = "B1: the bridge drops a finished pod at its DELETED; the kubelet still lists it"
 B2 = "B2: the bridge relays a repeated ADDED as MODIFIED and re-encodes DELETED from the uid"
 S1 = "S1: the standalone announces a UID of its own (ADDED, DELETED) before the kubelet's"
