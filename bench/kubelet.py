@@ -40,7 +40,7 @@ from bench.serve import PODS_API
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 import realkubelet  # noqa: E402  (tests/support is on the path only from here)
-from containerd import Unavailable  # noqa: E402
+from daemon import Unavailable  # noqa: E402
 
 # One static pod started every this many seconds, and removed as long after: the kubelet's
 # status manager sends ~3 events for a start and ~3 for a stop (after a 1 s grace period).

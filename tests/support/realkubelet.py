@@ -39,7 +39,8 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from containerd import IMAGE, Containerd, Unavailable, unavailable_reason
+from containerd import IMAGE, Containerd, unavailable_reason
+from daemon import Unavailable, log_tail, spawn, terminate, wait_answering
 from gobuild import GO_ROOT, find_go
 from podrecorder import list_pods
 
@@ -301,43 +302,26 @@ class Node:
             f"--hostname-override={NODE}",
             "--enable-server=false",
         ]
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_serving()
+        self.proc = spawn(args, self.log)
+        # Short intervals: catching "Kubelet is initializing" needs an early ask.
+        wait_answering(self.proc, self.socket, self._answers, "the kubelet", self.log, TIMEOUT, 0.02)
 
-    def _wait_serving(self) -> None:
-        # The socket appears when the server starts; readiness is ListPods answering, which is
-        # only learnt by asking (the kubelet notifies nothing standalone).
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise Unavailable(f"the kubelet exited with {self.proc.returncode}: {self.log_tail()}")
-            if self.socket.exists():
-                try:
-                    list_pods(self.target)
-                    return
-                except grpc.RpcError as exc:
-                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
-                        self.startup_errors.append((exc.code().name, exc.details() or ""))
-            if time.monotonic() > deadline:
-                raise Unavailable(
-                    f"the kubelet's Pods API did not answer within {TIMEOUT} s: {self.log_tail()}"
-                )
-            time.sleep(0.02)  # short: catching "Kubelet is initializing" needs an early ask
+    def _answers(self) -> bool:
+        """Whether ListPods answers (its sources are ready); an early refusal is kept."""
+        try:
+            list_pods(self.target)
+            return True
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                self.startup_errors.append((exc.code().name, exc.details() or ""))
+            return False
 
     def log_tail(self, lines: int = 8) -> str:
-        return " | ".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
     def stop(self) -> None:
         """SIGTERM, as systemd stops it; its pods keep running in containerd."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, TIMEOUT)
         self.proc = None
 
     def restart(self) -> None:
