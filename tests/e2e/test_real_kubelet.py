@@ -237,6 +237,8 @@ class Answer:
 class Moment:
     action: Action
     answers: dict[str, Answer] = field(default_factory=dict)  # "kubelet", "bridge", "standalone"
+    # What the kubelet and the standalone logged during the action (how each refuses a manifest).
+    logs: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _get(target: str, uid: str) -> bytes | str:
@@ -473,8 +475,11 @@ def scenario(real_kubelet: Node, tmp_path_factory: pytest.TempPathFactory) -> It
         for action in ACTIONS:
             marks = {name: len(recorder) for name, recorder in recorders.items()}
             log_mark, before = node.log_size(), {uid_of(pod) for pod in list_pods(node.target)}
+            line_mark = len(servers["standalone"].lines)
             action.do(node)
-            moments[action.id] = settle(node, action, targets, recorders, marks, before, log_mark)
+            moment = moments[action.id] = settle(node, action, targets, recorders, marks, before, log_mark)
+            moment.logs["kubelet"] = node.log_since(log_mark)
+            moment.logs["standalone"] = servers["standalone"].lines[line_mark:]
         _report(moments)
         unknown = {
             name: str(_get(target, UNKNOWN_UID))
@@ -588,6 +593,21 @@ def test_pods_api_equals_the_kubelet(scenario: Scenario, mode: str, action: str,
     for uid, (theirs, ours) in diff.items():
         lines.append(f"  {uid}:\n    kubelet:  {_short(theirs)}\n    pods-api: {_short(ours)}")
     assert not diff, "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("filename", "field"), [("no-containers.yaml", "spec.containers"), ("bad-name.yaml", "metadata.name")]
+)
+def test_the_standalone_refuses_a_broken_manifest_for_the_kubelet_s_reason(
+    scenario: Scenario, filename: str, field: str
+) -> None:
+    """The kubelet's refusal names the field at fault; the standalone's names the same field (in
+    its own words: it does not word every validation message as the API server does)."""
+    logs = scenario.moments["9-broken"].logs
+    theirs = [line for line in logs["kubelet"] if filename in line and "invalid pod" in line]
+    ours = [line for line in logs["standalone"] if filename in line]
+    assert theirs and all(f"{field}:" in line for line in theirs), logs["kubelet"]
+    assert ours and all(field in line for line in ours), (theirs, logs["standalone"])
 
 
 @pytest.mark.parametrize(

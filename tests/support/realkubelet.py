@@ -361,17 +361,21 @@ class Node:
         it refused a manifest, which it announces nowhere else."""
         deadline = time.monotonic() + timeout
         while True:
-            with self.log.open("rb") as log:
-                log.seek(start)
-                for line in log.read().decode(errors="replace").splitlines():
-                    if text in line:
-                        return line
+            for line in self.log_since(start):
+                if text in line:
+                    return line
             if time.monotonic() > deadline:
                 raise AssertionError(f"the kubelet logged no {text!r} within {timeout} s: {self.log_tail()}")
             time.sleep(POLL)
 
     def log_size(self) -> int:
         return self.log.stat().st_size
+
+    def log_since(self, start: int) -> list[str]:
+        """The kubelet's log lines past byte `start`."""
+        with self.log.open("rb") as log:
+            log.seek(start)
+            return log.read().decode(errors="replace").splitlines()
 
     # -- the kubelet's state
 
