@@ -1,6 +1,7 @@
 """`python -m bench [WORKLOAD|all] [--quick] [--sweep]`, WORKLOAD one of source, requests, lists,
-sse, fanout, memory, footprint, startup, starved, cli, bridge: the workloads of BENCHMARKS.md (W1,
-W3-W7, memory per source, the bridge), each beside a floor measured in the same run; prints a table
+sse, fanout, memory, footprint, startup, starved, cli, bridge, kubelet: the workloads of
+BENCHMARKS.md (W1, W3-W7, memory per source, the bridge, the real kubelet's watchers against the
+bridge's), each beside a floor measured in the same run; prints a table
 and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is
 asserted); `--sweep` runs W4's rate sweep instead of its fixed rate."""
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from bench import bridge, cli, fanout, footprint, httpmetrics, memory, source, sse, workloads
+from bench import bridge, cli, fanout, footprint, httpmetrics, kubelet, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -95,6 +96,9 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"pods": 110, "pod_kb": 5, "changes": 400, "watchers": 100},
         {"pods": 20, "pod_kb": 2, "changes": 16, "watchers": 5},
     ),
+    # N watchers on the real kubelet's socket, then on the bridge, under static-pod churn
+    # (bench/kubelet.py); ~2 minutes. Skipped, saying why, where the kubelet cannot run.
+    "kubelet": ({"watchers": (50, 200), "seconds": 20.0}, {"watchers": (5,), "seconds": 4.0}),
 }
 # W4's rate sweep (`fanout --sweep`), (full, quick): rates a factor of about sqrt(2) apart, 10 s
 # each, ours and the floor taking turns, until one of ours is cut off and the floor's p99
@@ -122,6 +126,7 @@ RUNNERS = {
     "starved": fanout.starved,
     "cli": cli.run,
     "bridge": bridge.run,
+    "kubelet": kubelet.run,
 }
 
 
@@ -211,6 +216,16 @@ def table(results: dict[str, Any]) -> list[str]:
             row(name, key, o[key], f[key])
         row(name, "RSS MiB vs A (--fixtures)", o["rss_mib"], r["upstream_rss_mib"])
         row(name, "load average", r["load_average"])
+    if "kubelet" in results:
+        r = results["kubelet"]
+        if "skipped" in r:
+            lines.append(f"{'kubelet':28} skipped: {r['skipped']}")
+        for k in r.get("rows", []):
+            name = f"kubelet {k['watchers']} w on the {k['on']}"
+            row(name, "kubelet CPU µs/event", k["kubelet_cpu_us_per_event"])
+            row(name, "bridge CPU µs/event", k["bridge_cpu_us_per_event"])
+            row(name, "kubelet CPU share", k["kubelet_cpu_share"])
+            row(name, "bridge CPU share", k["bridge_cpu_share"])
     if "fanout_sweep" in results:
         r = results["fanout_sweep"]
         name = f"W4 sweep {r['grpc_watchers']}+{r['sse_watchers']} w {r['seconds']:g} s"

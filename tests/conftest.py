@@ -16,9 +16,9 @@ settings.load_profile("pods-api")
 
 E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures every wing may use: the in-process gateway (gateway, make_gateway), go_build, one
-# containerd per session (runtime, kubelet), and the sweep that kills any `pods-api serve` a
-# test left running (serve).
-pytest_plugins = ["gatewayharness", "gobuild", "containerd", "serve"]
+# containerd per session (runtime, kubelet), the sweep that kills any `pods-api serve` a test left
+# running (serve), and the real kubelet v1.37.2 per module (real_kubelet).
+pytest_plugins = ["gatewayharness", "gobuild", "containerd", "serve", "realkubelet"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,9 +39,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 # What a test needs, known from where the fixtures it takes are defined: containerd's
-# (tests/support/containerd.py) or the Go builder's (tests/support/gobuild.py), so that no test
-# that needs one goes unmarked (a test module's own fixture of the same name is not theirs).
-NEEDS = {"containerd": "needs_containerd", "gobuild": "needs_go"}
+# (tests/support/containerd.py), the Go builder's (tests/support/gobuild.py) or the real
+# kubelet's (tests/support/realkubelet.py), so that no test that needs one goes unmarked (a test
+# module's own fixture of the same name is not theirs).
+NEEDS = {"containerd": "needs_containerd", "gobuild": "needs_go", "realkubelet": "needs_kubelet"}
 
 
 def _needs(item: pytest.Item) -> set[str]:
@@ -54,7 +55,8 @@ def _needs(item: pytest.Item) -> set[str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything under tests/e2e/ is `e2e`, so `pytest -m 'not e2e'` is the fast suite; a test
-    taking containerd's or the Go builder's fixtures is `needs_containerd` or `needs_go`."""
+    taking containerd's, the Go builder's or the real kubelet's fixtures is `needs_containerd`,
+    `needs_go` or `needs_kubelet`."""
     for item in items:
         if E2E in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)

@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from daemon import Unavailable, spawn, terminate, wait_answering
 
 from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
@@ -43,10 +43,6 @@ BUSYBOX = Path("/bin/busybox")
 TIMEOUT = 30.0
 # busybox applets the test containers use, as /bin symlinks.
 APPLETS = ("sh", "sleep", "true", "false", "echo", "cat")
-
-
-class Unavailable(Exception):
-    """containerd cannot run here; the message says why (tests skip with it)."""
 
 
 def _digest(data: bytes) -> str:
@@ -189,50 +185,37 @@ class Containerd:
             for sub in ("cni/bin", "cni/conf", "runc"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
             config.write_text(_config(self.root))
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                ["containerd", "--config", str(config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self._wait_serving()
+        self.proc = spawn(["containerd", "--config", str(config)], self.log)
+        wait_answering(self.proc, self.socket, self._answers, "containerd's CRI", self.log, TIMEOUT)
 
-    def _wait_serving(self) -> None:
-        # containerd has no readiness notification without systemd; its CRI Version answering is
-        # the event. Polling a socket that does not exist yet is the only way to learn that.
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise Unavailable(f"containerd exited with {self.proc.returncode}: {self._log_tail()}")
-            if self.socket.exists():
-                try:
-                    with self.channel() as channel:
-                        cri_grpc.RuntimeServiceStub(channel).Version(cri.VersionRequest(), timeout=2)
-                    return
-                except grpc.RpcError:
-                    pass
-            if time.monotonic() > deadline:
-                raise Unavailable(f"containerd's CRI did not answer within {TIMEOUT}s: {self._log_tail()}")
-            time.sleep(0.05)
-
-    def _log_tail(self) -> str:
-        return " | ".join(self.log.read_text(errors="replace").splitlines()[-5:])
+    def _answers(self) -> bool:
+        try:
+            with self.channel() as channel:
+                cri_grpc.RuntimeServiceStub(channel).Version(cri.VersionRequest(), timeout=2)
+            return True
+        except grpc.RpcError:
+            return False
 
     def stop(self) -> None:
         """SIGTERM, as systemd stops it; containers keep running under their shims."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, TIMEOUT)
         self.proc = None
 
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(f"unix:{self.socket}")
+
+    def remove_everything(self) -> None:
+        """Stop and remove every pod sandbox (and so every container and shim)."""
+        with self.channel() as channel:
+            Kubelet(channel).remove_everything()
+
+    def power_cycle(self) -> None:
+        """A node's power cycle as containerd sees it: every sandbox gone (the processes die, the
+        state directory is a tmpfs on a node), the daemon started again; images stay (disk)."""
+        self.remove_everything()
+        self.stop()
+        shutil.rmtree(self.root / "state", ignore_errors=True)
+        self.start()
 
     def ctr(self, *args: str, stdin: bytes | None = None) -> None:
         result = subprocess.run(

@@ -24,8 +24,12 @@ GO_ROOT = ROOT / "tests" / "go"
 BUILD_TIMEOUT = 900.0
 
 
+def find_go() -> str | None:
+    return shutil.which("go") or next((p for p in ("/usr/local/go/bin/go",) if os.access(p, os.X_OK)), None)
+
+
 def go() -> str:
-    found = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go",) if os.access(p, os.X_OK)), None)
+    found = find_go()
     if found is None:
         pytest.skip("go is not installed (.ci/run installs it): the upstream Go clients cannot be built")
     return found
