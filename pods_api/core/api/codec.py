@@ -1,11 +1,12 @@
 """Pod JSON <-> protobuf, the way Kubernetes does it.
 
 JSON here is Kubernetes JSON as `kubectl get -o json` prints it (Go's encoding/json over the
-k8s.io/api structs); protobuf is the bytes of Go's `v1.Pod.Marshal()`. Go's rules and the special
-types live here and nowhere else.
+k8s.io/api structs); protobuf is the bytes of Go's `v1.Pod.Marshal()`. Go's JSON rules and the
+special types' JSON live here and nowhere else; Go's protobuf writing rules (every non-pointer
+field, zero values included) in core/api/marshal.py.
 
-    pod_from_bytes(data) -> dict        kubelet bytes to Kubernetes JSON
-    pod_to_bytes(pod) -> bytes           Kubernetes JSON (or a manifest) to kubelet bytes
+    pod_from_bytes(data) -> dict        kubelet bytes (Go's form, or without zero fields) to JSON
+    pod_to_bytes(pod) -> bytes           Kubernetes JSON (or a manifest) to Go's bytes of the pod
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import orjson
 from google.protobuf.message import DecodeError, Message
 
+from pods_api.core.api.marshal import go_marshal, is_go_zero_time
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.quantity import QuantityError, canonical_quantity
 from pods_api.core.api.schema import Field, MessageSchema, Special, pod_schema, zero_of
@@ -163,7 +165,7 @@ def _render_special(special: Special, msg: Any) -> Any:
         except QuantityError:
             return msg.string  # what the sender wrote is more useful than an error here
     if special is Special.TIME:
-        if not msg.seconds and not msg.nanos:
+        if is_go_zero_time(msg):
             return _ABSENT  # Go's zero time: an empty message, JSON null
         return format_time(msg.seconds)
     if special is Special.INT_OR_STRING:
@@ -214,18 +216,15 @@ def pod_to_message(pod: Mapping[str, Any]) -> Decoded:
 
 
 def pod_to_bytes(pod: Mapping[str, Any], *, warnings: list[str] | None = None) -> bytes:
-    """Encode a Pod in Kubernetes JSON into v1.Pod protobuf bytes that Go's `v1.Pod.Unmarshal()`
-    reads back to the same pod.
-
-    What the JSON holds is written, in field-number order with map keys sorted, as Go writes
-    it; a non-pointer field the JSON leaves out is not written, where Go would write its zero
-    value: Go's decoder reads both the same. Dropped unknown fields are appended to `warnings`
-    when it is given.
+    """Encode a Pod in Kubernetes JSON into the bytes Go's `v1.Pod.Marshal()` writes for the same
+    pod (core/api/marshal.py): every non-pointer field the JSON leaves out at its zero value, in
+    field-number order, map keys sorted as Go sorts them. Dropped unknown fields are appended to
+    `warnings` when it is given.
     """
     decoded = pod_to_message(pod)
     if warnings is not None:
         warnings.extend(decoded.warnings)
-    return decoded.message.SerializeToString(deterministic=True)
+    return go_marshal(decoded.message)
 
 
 def _fill(msg: Message, ms: MessageSchema, obj: Any, path: str, warnings: list[str]) -> None:
