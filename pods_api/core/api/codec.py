@@ -65,9 +65,14 @@ def pod_from_bytes(data: bytes) -> dict[str, Any]:
     return pod_from_message(msg)
 
 
-def pod_from_message(msg: Message) -> dict[str, Any]:
+def pod_from_message(msg: Message, *, go_zeros: bool = False) -> dict[str, Any]:
+    """The message as Kubernetes JSON. A struct or special type that is not a pointer and that
+    `msg` leaves unset is printed, with `go_zeros`, as Go's Unmarshal leaves it: at its zero
+    value (an httpGet's `"port": 0`, a resourceFieldRef's `"divisor": "0"`), which is the JSON of
+    the pod's Go bytes (core/api/marshal.py) without writing them; without it, not at all, as the
+    shared vectors print a pod without those fields."""
     out: dict[str, Any] = {}
-    _render_into(msg, pod_schema(), out)
+    _render_into(msg, pod_schema(), out, go_zeros)
     return out
 
 
@@ -80,7 +85,7 @@ def check_renders(msg: k8s_core_v1_pb2.Pod) -> None:
             _fields_v1(entry.fieldsV1.Raw)
 
 
-def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any]) -> bool:
+def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any], go_zeros: bool) -> bool:
     """Write msg's JSON fields into out; return whether msg is non-zero in Go's sense."""
     present = {fd.name: value for fd, value in msg.ListFields()}
     nonzero = False
@@ -90,13 +95,18 @@ def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any]) -> bool:
             assert f.message is not None
             # Absent or not, the embedded struct's zero-value fields are printed.
             sub_msg = f.message.cls() if value is _ABSENT else value
-            nonzero |= _render_into(sub_msg, f.message, out)
+            nonzero |= _render_into(sub_msg, f.message, out, go_zeros)
             continue
         if value is _ABSENT:
-            if f.kind != "message" and not f.repeated and not f.pointer and not f.omitempty:
-                out[f.json] = zero_of(f.kind) if f.kind != "bytes" else ""
-            continue
-        rendered = _render_value(f, value)
+            if f.kind != "message":
+                if not f.repeated and not f.pointer and not f.omitempty:
+                    out[f.json] = zero_of(f.kind) if f.kind != "bytes" else ""
+                continue
+            if not go_zeros or f.pointer or f.repeated or f.is_map:
+                continue
+            assert f.message is not None
+            value = f.message.cls()  # what Go's Unmarshal leaves an unset struct at: its zero
+        rendered = _render_value(f, value, go_zeros)
         if rendered is _ABSENT:
             continue
         if f.is_struct:
@@ -120,20 +130,20 @@ class _Absent:
 _ABSENT: Any = _Absent()
 
 
-def _render_value(f: Field, value: Any) -> Any:
+def _render_value(f: Field, value: Any, go_zeros: bool) -> Any:
     """JSON for a present field; _ABSENT where Go prints nothing. Structs give (dict, nonzero)."""
     if f.is_map:
         if not value:
             return _ABSENT
         if f.map_value == "message":
             assert f.message is not None
-            return {k: _render_special_or_struct(f, value[k]) for k in sorted(value)}
+            return {k: _render_special_or_struct(f, value[k], go_zeros) for k in sorted(value)}
         return {k: value[k] for k in sorted(value)}
     if f.repeated:
         if not value:
             return _ABSENT
         if f.kind == "message":
-            return [_render_special_or_struct(f, item) for item in value]
+            return [_render_special_or_struct(f, item, go_zeros) for item in value]
         if f.kind == "bytes":
             return [base64.b64encode(item).decode() for item in value]
         return list(value)
@@ -142,19 +152,19 @@ def _render_value(f: Field, value: Any) -> Any:
     if f.kind == "message":
         assert f.message is not None
         sub: dict[str, Any] = {}
-        return sub, _render_into(value, f.message, sub)
+        return sub, _render_into(value, f.message, sub, go_zeros)
     if f.kind == "bytes":
         return base64.b64encode(value).decode()
     return value
 
 
-def _render_special_or_struct(f: Field, value: Message) -> Any:
+def _render_special_or_struct(f: Field, value: Message, go_zeros: bool) -> Any:
     if f.special is not None:
         rendered = _render_special(f.special, value)
         return None if rendered is _ABSENT else rendered
     assert f.message is not None
     sub: dict[str, Any] = {}
-    _render_into(value, f.message, sub)
+    _render_into(value, f.message, sub, go_zeros)
     return sub
 
 

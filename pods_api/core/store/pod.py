@@ -154,13 +154,13 @@ class PodVersion(Masked):
 
     @classmethod
     def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:
-        """The pod as Go's bytes of it (`go_marshal`), and the JSON those bytes decode to: the
+        """The pod as Go's bytes of it (`go_marshal`), and the JSON those bytes decode to (made
+        from the message, which renders the same with `go_zeros`, faster than the bytes): the
         same pod on every surface, whichever form a client reads."""
-        pb = go_marshal(message)
         meta = message.metadata
         return cls(
-            frame(pb),
-            exact_json(pod_from_message(k8s_core_v1_pb2.Pod.FromString(pb))),
+            frame(go_marshal(message)),
+            exact_json(pod_from_message(message, go_zeros=True)),
             meta.uid,
             meta.name,
             meta.namespace,

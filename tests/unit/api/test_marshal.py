@@ -15,7 +15,7 @@ from strategies import masks, pods
 from vectors import shared_vectors, vector_pb
 
 from bench import pods as bench_pods
-from pods_api.core.api.codec import pod_from_bytes, pod_to_bytes, pod_to_message
+from pods_api.core.api.codec import pod_from_bytes, pod_from_message, pod_to_bytes, pod_to_message
 from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.query.fieldmask import parse_mask
@@ -154,3 +154,33 @@ def test_go_marshal_leaves_its_pod_as_it_was() -> None:
     assert len(go_marshal(pod)) == EMPTY_POD_BYTES + len("p")
     assert pod.SerializeToString() == before
     assert [fd.name for fd, _ in pod.ListFields()] == ["metadata"]
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(pods())
+def test_a_pod_renders_with_go_zeros_as_its_go_bytes_decode(pod: k8s_core_v1_pb2.Pod) -> None:
+    """What a version's JSON is made from (its message, not its bytes) gives the same JSON."""
+    assert pod_from_message(pod, go_zeros=True) == pod_from_bytes(go_marshal(pod))
+
+
+def test_go_zeros_print_unset_structs_as_go_reads_them() -> None:
+    pod = pod_to_message(
+        {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "env": [
+                            {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}
+                        ],
+                        "livenessProbe": {"httpGet": {"path": "/"}},
+                    }
+                ]
+            }
+        }
+    ).message
+    container = pod_from_message(pod, go_zeros=True)["spec"]["containers"][0]
+    assert container["env"][0]["valueFrom"]["resourceFieldRef"] == {"resource": "limits.cpu", "divisor": "0"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/", "port": 0}
+    plain = pod_from_message(pod)["spec"]["containers"][0]  # the shared vectors' reading
+    assert plain["livenessProbe"]["httpGet"] == {"path": "/"}
