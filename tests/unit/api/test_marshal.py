@@ -77,6 +77,22 @@ def test_masked_pods_are_encoded_as_go_writes_them(go_remarshal: Remarshal) -> N
     assert _differences(list(masked.values()), list(masked), go_remarshal) == []
 
 
+# Quantities whose canonical form is easy to get wrong.
+QUANTITIES = (
+    *("1.441", "+1", "1E3", "01"),  # Go keeps these as written when it reads them from JSON
+    *("1000E", "1e100", "8Ei", "-0.0000000001", "0.000001", "1n"),  # exponents, the cap, rounding
+    *("0.5", "1024Mi", "1.5Gi", "100M", "2048Ki", "12345678901234567890", "-5", "0"),
+)
+
+
+def test_quantities_are_written_as_go_writes_them(go_remarshal: Remarshal) -> None:
+    ours = [
+        pod_to_bytes({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": q}}}]}})
+        for q in QUANTITIES
+    ]
+    assert _differences(ours, list(QUANTITIES), go_remarshal) == []
+
+
 def test_random_pods_are_encoded_as_go_writes_them(go_remarshal: Remarshal) -> None:
     """Random pods from the schema, encoded from the message, from the JSON it decodes to, and
     masked: collected first, then held against Go in one process."""
