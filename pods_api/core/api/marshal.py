@@ -173,11 +173,10 @@ def _zero(ms: MessageSchema) -> Message:
 
 @cache
 def _twin_class(full_name: str) -> type[Message]:
-    return message_factory.GetMessageClass(_twin_pool().FindMessageTypeByName(full_name))
+    return message_factory.GetMessageClass(_TWIN_POOL.FindMessageTypeByName(full_name))
 
 
-@cache
-def _twin_pool() -> descriptor_pool.DescriptorPool:
+def _build_twin_pool() -> descriptor_pool.DescriptorPool:
     """The schema's messages, with each map's entry type an ordinary message: the same wire
     form, and a list that keeps its order. Without the Go facts' options, which it never reads."""
     pool = descriptor_pool.DescriptorPool()
@@ -199,3 +198,8 @@ def _as_lists(messages: Any) -> None:
         for nested in message.nested_type:
             nested.ClearField("options")  # map_entry is a map entry's only option
         _as_lists(message.nested_type)
+
+
+# Built once, on import (a few ms): made on first use, two sources' threads encoding their first
+# pods at once each made a pool, and a message of one pool cannot merge another's zero value.
+_TWIN_POOL = _build_twin_pool()
