@@ -171,9 +171,8 @@ def _zero(ms: MessageSchema) -> Message:
     return msg
 
 
-@cache
 def _twin_class(full_name: str) -> type[Message]:
-    return message_factory.GetMessageClass(_TWIN_POOL.FindMessageTypeByName(full_name))
+    return _TWIN_CLASSES[full_name]
 
 
 def _build_twin_pool() -> descriptor_pool.DescriptorPool:
@@ -200,6 +199,21 @@ def _as_lists(messages: Any) -> None:
         _as_lists(message.nested_type)
 
 
-# Built once, on import (a few ms): made on first use, two sources' threads encoding their first
+def _classes(pool: descriptor_pool.DescriptorPool) -> dict[str, type[Message]]:
+    """Every message class of the twin, by full name (map entries included)."""
+    found: dict[str, type[Message]] = {}
+
+    def add(desc: Any) -> None:
+        found[desc.full_name] = message_factory.GetMessageClass(desc)
+        for nested in desc.nested_types:
+            add(nested)
+
+    for module in _FILES:
+        for desc in pool.FindFileByName(module.DESCRIPTOR.name).message_types_by_name.values():
+            add(desc)
+    return found
+
+
+# Built once, on import (~5 ms): made on first use, two sources' threads encoding their first
 # pods at once each made a pool, and a message of one pool cannot merge another's zero value.
-_TWIN_POOL = _build_twin_pool()
+_TWIN_CLASSES = _classes(_build_twin_pool())
