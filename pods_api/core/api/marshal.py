@@ -7,8 +7,8 @@ element of a list as given; a map's entries sorted by key (Go's sort.Strings: by
 with its key and value; fields in number order. Three types write themselves
 (k8s.io/apimachinery): a `Time` is an empty message at Go's zero time (0001-01-01) and otherwise
 its seconds and `nanos: 0` (Go drops the nanoseconds both ways); a `Quantity` is its canonical
-string, "0" at zero; an `IntOrString` is its type, int and string, all three. A `[]byte` (FieldsV1's Raw) is
-written when set, like a pointer.
+string, "0" at zero; an `IntOrString` is its type, int and string, all three. A `[]byte`
+(FieldsV1's Raw) is written when set, like a pointer.
 
     go_marshal(pod) -> bytes    Go's bytes of the pod (the message is not changed)
     is_go_zero_time(time) -> bool   whether Go reads a Time message as its zero time
