@@ -15,10 +15,11 @@ settings.register_profile("pods-api", deadline=None)
 settings.load_profile("pods-api")
 
 E2E = Path(__file__).resolve().parent / "e2e"
-# Fixtures every wing may use: the in-process gateway (gateway, make_gateway), go_build, one
-# containerd per session (runtime, kubelet), the sweep that kills any `pods-api serve` a test left
-# running (serve), and the real kubelet v1.37.2 per module (real_kubelet).
-pytest_plugins = ["gatewayharness", "gobuild", "containerd", "serve", "realkubelet"]
+# Fixtures every wing may use: the in-process gateway (gateway, make_gateway), go_build and
+# go_remarshal (Go's own bytes of pods), one containerd per session (runtime, kubelet), the sweep
+# that kills any `pods-api serve` a test left running (serve), and the real kubelet v1.37.2 per
+# module (real_kubelet).
+pytest_plugins = ["gatewayharness", "gobuild", "gomarshal", "containerd", "serve", "realkubelet"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -27,8 +27,12 @@ PODS = {"uid-a": "db", "uid-b": "web"}
 
 def go_pod(name: str, uid: str, phase: str = "Running") -> dict[str, Any]:
     """A pod as the stand-in reads it: Kubernetes JSON, decoded by Go's encoding/json into v1.Pod
-    and sent as v1.Pod.Marshal() gives it (bytes our own encoder would not write the same)."""
-    return make_pod(name, uid, phase)
+    and sent as v1.Pod.Marshal() gives it. Bytes our own encoder would not write the same: its
+    cpu request "1.441" Go keeps as written (ParseQuantity reuses a string it finds canonical),
+    where ours writes the canonical "1441m"."""
+    pod = make_pod(name, uid, phase)
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1.441"
+    return pod
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """A Pods API server standing in for the kubelet's: real gRPC on a UNIX socket, `v1alpha1.Pods`
-ListPods and WatchPods, serving whatever pod bytes the test gives it (Go's, from the shared
-vectors, which our encoder would not write the same). Its watch is the kubelet's: ADDED per pod,
-INITIAL_SYNC_COMPLETE, then changes. The test changes its pods; every watch hears. (The Go
-stand-in, tests/go/kubelet/cmd/standin, is the one built from the kubelet's own stubs.)"""
+ListPods and WatchPods, serving whatever pod bytes the test gives it (the shared vectors', which
+leave Go's zero fields out: our encoder would not write them the same). Its watch is the
+kubelet's: ADDED per pod, INITIAL_SYNC_COMPLETE, then changes. The test changes its pods; every
+watch hears. (The Go stand-in, tests/go/kubelet/cmd/standin, is the one built from the kubelet's
+own stubs.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import grpc
 from released import ADDED, DELETED, MODIFIED, SYNCED
 
+from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pb
 
@@ -53,10 +55,11 @@ class KubeletServer:
         self._send(kind, pod)
 
     def remove(self, uid: str) -> None:
-        """DELETED as the kubelet sends it: a new pod with only the name, namespace and uid."""
+        """DELETED as the kubelet sends it: Go's bytes of a new pod with only the name, namespace
+        and uid."""
         meta = k8s_core_v1_pb2.Pod.FromString(self.pods.pop(uid)).metadata
         gone = k8s_meta_v1_pb2.ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid)
-        self._send(DELETED, k8s_core_v1_pb2.Pod(metadata=gone).SerializeToString())
+        self._send(DELETED, go_marshal(k8s_core_v1_pb2.Pod(metadata=gone)))
 
     def _send(self, kind: int, pod: bytes) -> None:
         frame = pb.WatchPodsEvent(type=kind, pod=pod).SerializeToString()  # type: ignore[arg-type]

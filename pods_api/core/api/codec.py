@@ -1,11 +1,12 @@
 """Pod JSON <-> protobuf, the way Kubernetes does it.
 
 JSON here is Kubernetes JSON as `kubectl get -o json` prints it (Go's encoding/json over the
-k8s.io/api structs); protobuf is the bytes of Go's `v1.Pod.Marshal()`. Go's rules and the special
-types live here and nowhere else.
+k8s.io/api structs); protobuf is the bytes of Go's `v1.Pod.Marshal()`. Go's JSON rules and the
+special types' JSON live here and nowhere else; Go's protobuf writing rules (every non-pointer
+field, zero values included) in core/api/marshal.py.
 
-    pod_from_bytes(data) -> dict        kubelet bytes to Kubernetes JSON
-    pod_to_bytes(pod) -> bytes           Kubernetes JSON (or a manifest) to kubelet bytes
+    pod_from_bytes(data) -> dict        kubelet bytes (Go's form, or without zero fields) to JSON
+    pod_to_bytes(pod) -> bytes           Kubernetes JSON (or a manifest) to Go's bytes of the pod
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import orjson
 from google.protobuf.message import DecodeError, Message
 
+from pods_api.core.api.marshal import go_marshal, is_go_zero_time
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.quantity import QuantityError, canonical_quantity
 from pods_api.core.api.schema import Field, MessageSchema, Special, pod_schema, zero_of
@@ -63,9 +65,14 @@ def pod_from_bytes(data: bytes) -> dict[str, Any]:
     return pod_from_message(msg)
 
 
-def pod_from_message(msg: Message) -> dict[str, Any]:
+def pod_from_message(msg: Message, *, go_zeros: bool = False) -> dict[str, Any]:
+    """The message as Kubernetes JSON. A struct or special type that is not a pointer and that
+    `msg` leaves unset is printed, with `go_zeros`, as Go's Unmarshal leaves it: at its zero
+    value (an httpGet's `"port": 0`, a resourceFieldRef's `"divisor": "0"`), which is the JSON of
+    the pod's Go bytes (core/api/marshal.py) without writing them; without it, not at all, as the
+    shared vectors print a pod without those fields."""
     out: dict[str, Any] = {}
-    _render_into(msg, pod_schema(), out)
+    _render_into(msg, pod_schema(), out, go_zeros)
     return out
 
 
@@ -78,7 +85,7 @@ def check_renders(msg: k8s_core_v1_pb2.Pod) -> None:
             _fields_v1(entry.fieldsV1.Raw)
 
 
-def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any]) -> bool:
+def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any], go_zeros: bool) -> bool:
     """Write msg's JSON fields into out; return whether msg is non-zero in Go's sense."""
     present = {fd.name: value for fd, value in msg.ListFields()}
     nonzero = False
@@ -88,13 +95,18 @@ def _render_into(msg: Message, ms: MessageSchema, out: dict[str, Any]) -> bool:
             assert f.message is not None
             # Absent or not, the embedded struct's zero-value fields are printed.
             sub_msg = f.message.cls() if value is _ABSENT else value
-            nonzero |= _render_into(sub_msg, f.message, out)
+            nonzero |= _render_into(sub_msg, f.message, out, go_zeros)
             continue
         if value is _ABSENT:
-            if f.kind != "message" and not f.repeated and not f.pointer and not f.omitempty:
-                out[f.json] = zero_of(f.kind) if f.kind != "bytes" else ""
-            continue
-        rendered = _render_value(f, value)
+            if f.kind != "message":
+                if not f.repeated and not f.pointer and not f.omitempty:
+                    out[f.json] = zero_of(f.kind) if f.kind != "bytes" else ""
+                continue
+            if not go_zeros or f.pointer or f.repeated or f.is_map:
+                continue
+            assert f.message is not None
+            value = f.message.cls()  # what Go's Unmarshal leaves an unset struct at: its zero
+        rendered = _render_value(f, value, go_zeros)
         if rendered is _ABSENT:
             continue
         if f.is_struct:
@@ -118,20 +130,20 @@ class _Absent:
 _ABSENT: Any = _Absent()
 
 
-def _render_value(f: Field, value: Any) -> Any:
+def _render_value(f: Field, value: Any, go_zeros: bool) -> Any:
     """JSON for a present field; _ABSENT where Go prints nothing. Structs give (dict, nonzero)."""
     if f.is_map:
         if not value:
             return _ABSENT
         if f.map_value == "message":
             assert f.message is not None
-            return {k: _render_special_or_struct(f, value[k]) for k in sorted(value)}
+            return {k: _render_special_or_struct(f, value[k], go_zeros) for k in sorted(value)}
         return {k: value[k] for k in sorted(value)}
     if f.repeated:
         if not value:
             return _ABSENT
         if f.kind == "message":
-            return [_render_special_or_struct(f, item) for item in value]
+            return [_render_special_or_struct(f, item, go_zeros) for item in value]
         if f.kind == "bytes":
             return [base64.b64encode(item).decode() for item in value]
         return list(value)
@@ -140,19 +152,19 @@ def _render_value(f: Field, value: Any) -> Any:
     if f.kind == "message":
         assert f.message is not None
         sub: dict[str, Any] = {}
-        return sub, _render_into(value, f.message, sub)
+        return sub, _render_into(value, f.message, sub, go_zeros)
     if f.kind == "bytes":
         return base64.b64encode(value).decode()
     return value
 
 
-def _render_special_or_struct(f: Field, value: Message) -> Any:
+def _render_special_or_struct(f: Field, value: Message, go_zeros: bool) -> Any:
     if f.special is not None:
         rendered = _render_special(f.special, value)
         return None if rendered is _ABSENT else rendered
     assert f.message is not None
     sub: dict[str, Any] = {}
-    _render_into(value, f.message, sub)
+    _render_into(value, f.message, sub, go_zeros)
     return sub
 
 
@@ -163,7 +175,7 @@ def _render_special(special: Special, msg: Any) -> Any:
         except QuantityError:
             return msg.string  # what the sender wrote is more useful than an error here
     if special is Special.TIME:
-        if not msg.seconds and not msg.nanos:
+        if is_go_zero_time(msg):
             return _ABSENT  # Go's zero time: an empty message, JSON null
         return format_time(msg.seconds)
     if special is Special.INT_OR_STRING:
@@ -214,18 +226,15 @@ def pod_to_message(pod: Mapping[str, Any]) -> Decoded:
 
 
 def pod_to_bytes(pod: Mapping[str, Any], *, warnings: list[str] | None = None) -> bytes:
-    """Encode a Pod in Kubernetes JSON into v1.Pod protobuf bytes that Go's `v1.Pod.Unmarshal()`
-    reads back to the same pod.
-
-    What the JSON holds is written, in field-number order with map keys sorted, as Go writes
-    it; a non-pointer field the JSON leaves out is not written, where Go would write its zero
-    value: Go's decoder reads both the same. Dropped unknown fields are appended to `warnings`
-    when it is given.
+    """Encode a Pod in Kubernetes JSON into the bytes Go's `v1.Pod.Marshal()` writes for the same
+    pod (core/api/marshal.py): every non-pointer field the JSON leaves out at its zero value, in
+    field-number order, map keys sorted as Go sorts them. Dropped unknown fields are appended to
+    `warnings` when it is given.
     """
     decoded = pod_to_message(pod)
     if warnings is not None:
         warnings.extend(decoded.warnings)
-    return decoded.message.SerializeToString(deterministic=True)
+    return go_marshal(decoded.message)
 
 
 def _fill(msg: Message, ms: MessageSchema, obj: Any, path: str, warnings: list[str]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from pods_api.core.api.marshal import is_go_zero_time
 from pods_api.core.api.schema import Field, MessageSchema, Special, pod_schema
 
 __all__ = ["MessageView", "pod_view"]
@@ -132,7 +133,7 @@ def pod_view(message: Message) -> MessageView:
 
 def _special(special: Special | None, value: Any, default: Any) -> Any:
     if special is Special.TIME:
-        if not value.seconds and not value.nanos:
+        if is_go_zero_time(value):
             return default  # Go's zero time: JSON null
         return datetime.fromtimestamp(value.seconds, UTC)  # metav1.Time's JSON has no fraction
     if special is Special.INT_OR_STRING:

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.schema import Field, MessageSchema, pod_schema
 from pods_api.core.api.status import ECHO_LIMIT, InvalidArgument, quote
@@ -64,10 +65,12 @@ class FieldMask:
         return out
 
     def apply_bytes(self, data: bytes) -> bytes:
+        """A pod's bytes masked: Go's bytes (`go_marshal`) of the pod with only the selected
+        fields, as Go would write that smaller pod (its unselected non-pointer fields at zero)."""
         pod = k8s_core_v1_pb2.Pod()
         pod.ParseFromString(data)
         _prune(pod, self._pb)
-        return pod.SerializeToString(deterministic=True)
+        return go_marshal(pod)
 
 
 def parse_mask(text: str | None) -> FieldMask | None:

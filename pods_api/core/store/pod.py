@@ -18,6 +18,7 @@ import orjson
 from google.protobuf.message import DecodeError
 
 from pods_api.core.api.codec import CodecError, check_renders, pod_from_message, pod_to_message
+from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.query.fieldmask import FieldMask
 from pods_api.core.query.view import View
@@ -145,21 +146,25 @@ class PodVersion(Masked):
 
     @property
     def identity(self) -> bytes:
-        """A new pod with only this one's metadata.name, namespace and uid, in protobuf: what
-        the kubelet sends for a deleted pod (so that no client acts on a stale end state).
-        Made once per version, for every watcher, view and contract: a mask keeps these three
-        fields whatever it names, so no view shows more or less of it."""
+        """A new pod with only this one's metadata.name, namespace and uid, in Go's bytes (the
+        rest at Go's zero values): what the kubelet sends for a deleted pod (so that no client
+        acts on a stale end state), byte for byte. Made once per version, for every watcher,
+        view and contract: a mask keeps these three fields whatever it names, so no view shows
+        more or less of it."""
         if self._identity is None:
             meta = k8s_meta_v1_pb2.ObjectMeta(name=self.name, namespace=self.namespace, uid=self.uid)
-            self._identity = k8s_core_v1_pb2.Pod(metadata=meta).SerializeToString(deterministic=True)
+            self._identity = go_marshal(k8s_core_v1_pb2.Pod(metadata=meta))
         return self._identity
 
     @classmethod
     def from_message(cls, message: k8s_core_v1_pb2.Pod) -> PodVersion:
+        """The pod as Go's bytes of it (`go_marshal`), and the JSON those bytes decode to (made
+        from the message, which renders the same with `go_zeros`, faster than the bytes): the
+        same pod on every surface, whichever form a client reads."""
         meta = message.metadata
         return cls(
-            frame(message.SerializeToString(deterministic=True)),
-            exact_json(pod_from_message(message)),
+            frame(go_marshal(message)),
+            exact_json(pod_from_message(message, go_zeros=True)),
             meta.uid,
             meta.name,
             meta.namespace,
@@ -227,5 +232,6 @@ class PodVersion(Masked):
 
     def _mask(self, mask: FieldMask) -> Masked:
         masked_json = mask.apply_json(self.json)
-        pb = mask.apply_message(self.message).SerializeToString(deterministic=True)
+        # Go's bytes of the masked pod: what Go would write for a pod holding only these fields.
+        pb = go_marshal(mask.apply_message(self.message))
         return Masked.of(pb, exact_json(masked_json))

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pods_api.core.api.codec import pod_from_bytes
-from pods_api.core.api.pb import pods_v1alpha1_pb2
+from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2, pods_v1alpha1_pb2
 from pods_api.core.grpc.service import Contract, watch_encoding
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.selector import parse_selector
@@ -279,14 +279,17 @@ def test_a_masked_modified_that_changes_nothing_is_not_sent() -> None:
 
 
 def test_suppression_is_decided_on_the_masked_protobuf_for_every_surface() -> None:
-    """Two versions whose JSON is the same (Go prints a zero value whether it was sent or not)
-    but whose protobuf differs: the change is sent on every surface, SSE included, because a
-    gRPC client's bytes change."""
-    metadata = {"name": "a", "namespace": "ns", "uid": "1"}
-    statuses = [{"name": "c", "ready": False, "restartCount": 0, "image": "", "imageID": ""}]
-    explicit = PodVersion.from_json({"metadata": metadata, "status": {"containerStatuses": statuses}})
-    implicit = PodVersion.from_json({"metadata": metadata, "status": {"containerStatuses": [{"name": "c"}]}})
-    view = View(parse_mask("status.containerStatuses"))
+    """Two versions whose JSON is the same but whose protobuf differs (an upstream's fieldsV1
+    spelled with other spaces: the JSON is the object it holds, the bytes are the bytes): the
+    change is sent on every surface, SSE included, because a gRPC client's bytes change."""
+
+    def upstream(raw: bytes) -> PodVersion:
+        entry = k8s_meta_v1_pb2.ManagedFieldsEntry(manager="m", fieldsV1=k8s_meta_v1_pb2.FieldsV1(Raw=raw))
+        meta = k8s_meta_v1_pb2.ObjectMeta(name="a", namespace="ns", uid="1", managedFields=[entry])
+        return PodVersion.from_bytes(k8s_core_v1_pb2.Pod(metadata=meta).SerializeToString())
+
+    explicit, implicit = upstream(b'{"f:spec": {}}'), upstream(b'{"f:spec":{}}')
+    view = View(parse_mask("metadata.managedFields"))
     assert implicit.masked(view).json_bytes == explicit.masked(view).json_bytes
     assert implicit.masked(view).pb != explicit.masked(view).pb
     _, streams, _ = setup()
