@@ -124,6 +124,9 @@ class KubeletSocketSource:
         # Pods the kubelet lists though they finished (its DELETED came, or its snapshot had
         # them finished): the ones a recheck asks about.
         self._held: set[str] = set()
+        # Pods the kubelet no longer lists whose DELETED has not come yet: their events go to
+        # the kubelet's contracts alone.
+        self._unlisted: set[str] = set()
         self._state: tuple[State, str] | None = None  # as last told: a retry that fails alike is not
         # Unknown event types seen, by number, for the life of the process: a mismatch is what
         # the deployment is, not something a reconnect clears.
@@ -173,6 +176,7 @@ class KubeletSocketSource:
                 return  # ended before its snapshot was complete
             sink.replace(snapshot.values())
             self._held = {uid for uid, version in snapshot.items() if version.finished}
+            self._unlisted = set()
             sink.mark_synced()
             self._on_state(State.READY, None)
             rechecks = asyncio.get_running_loop().create_task(self._rechecks(client))
@@ -207,27 +211,40 @@ class KubeletSocketSource:
         version = self._decode(event)
         if version is None:
             return
-        if event.type is not EventType.DELETED:
-            sink.relay(CacheEvent(event.type.value), version)
-            if not version.finished:
-                self._held.discard(version.uid)
-            return
-        # DELETED: the pod finished, or the kubelet no longer has it. Only its List tells which.
-        listed: PodVersion | None = None
-        try:
-            found = await client.get(version.uid)
-            listed = PodVersion.from_bytes(found.raw, found.message)
-        except NotFound:
-            pass
-        except (PodsAPIError, CodecError) as exc:
-            # Kept as it is served until the next recheck asks again: never "no pod" on a guess.
-            log.warning("%s: GetPod %s after its DELETED failed: %s", self.name, version.uid, exc)
-            listed = sink.pod(version.uid)
-        sink.relay(CacheEvent.DELETED, version, listed=listed)
-        if listed is not None:
-            self._held.add(version.uid)
+        uid, kind = version.uid, CacheEvent(event.type.value)
+        if kind is CacheEvent.DELETED:
+            # The pod finished, or the kubelet no longer has it: only its List tells which.
+            listed = await self._listed(client, uid)
+            self._unlisted.discard(uid)
+        elif uid in self._unlisted:
+            listed = None  # the last statuses of a pod it no longer lists, before its DELETED
+        elif kind is CacheEvent.ADDED and sink.pod(uid) is not None:
+            # Its status forgotten: the kubelet is tearing the pod down (its manifest removed),
+            # or its status manager started again. Only its List tells which.
+            listed = await self._listed(client, uid)
+            if listed is None:
+                self._unlisted.add(uid)
         else:
-            self._held.discard(version.uid)
+            listed = version
+        sink.relay(kind, version, listed=listed)
+        if listed is not None and listed.finished:
+            self._held.add(uid)
+        else:
+            self._held.discard(uid)
+
+    async def _listed(self, client: Client, uid: str) -> PodVersion | None:
+        """The pod as the kubelet lists it now (GetPod), or None when it does not. When it cannot
+        say, the pod stays as it is served until the next recheck: never "no pod" on a guess."""
+        sink = self._sink
+        assert sink is not None
+        try:
+            found = await client.get(uid)
+            return PodVersion.from_bytes(found.raw, found.message)
+        except NotFound:
+            return None
+        except (PodsAPIError, CodecError) as exc:
+            log.warning("%s: GetPod %s failed: %s", self.name, uid, exc)
+            return sink.pod(uid)
 
     async def _rechecks(self, client: Client) -> None:
         """While finished pods are listed, list again every `recheck` s: the kubelet lets such a

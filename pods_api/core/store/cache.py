@@ -145,13 +145,14 @@ class SourceSink(_Sink):
         if uid in self.served_as:
             self._cache._publish(self._cache._change(self, [], [uid]))
 
-    def relay(self, kind: EventType, pod: PodVersion, *, listed: PodVersion | None = None) -> None:
-        """One event of the kubelet's own watch, passed on to the kubelet's contracts with its
-        type and, for a DELETED, its bytes (`pod`), whatever the served pods' diff says: it sends
-        ADDED again for a pod whose status it forgot, and DELETED for a pod that finished while
-        its ListPods still lists it. ADDED and MODIFIED serve `pod`; a DELETED serves `listed`,
-        the pod as the kubelet still lists it, or withdraws the pod when it no longer does."""
-        self._check_thread()
+    def relay(self, kind: EventType, pod: PodVersion, *, listed: PodVersion | None) -> None:
+        """One event of the kubelet's own watch (`pod` as sent), passed on to the kubelet's
+        contracts with its type and, where it is not what is served, its bytes, whatever the
+        served pods' diff says: the kubelet's watch is its status notifications, not a diff of
+        its List. It sends ADDED again for a pod whose status it forgot, DELETED for a pod that
+        finished while its ListPods still lists it, and the last statuses of a pod it no longer
+        lists. `listed` is the pod as the kubelet's List has it now (served), or None when it
+        no longer lists it (withdrawn)."""
         self._cache._publish(self._cache._relay(self, kind, pod, listed))
 
     def amend(self, pods: Iterable[PodVersion] = (), gone: Iterable[str] = ()) -> None:
@@ -272,6 +273,7 @@ class PodCache:
         # earlier run of the process is older than every revision of this one.
         self._first_revision = self.revision = time.time_ns() // 1_000_000
         self._served: dict[str, Served] = {}
+        self._notices = 0  # numbers the notices (_notice)
         self._said_refused: set[tuple[str, str, str]] = set()
         self._indexes: dict[str, Index] = {}
         self._ring: deque[tuple[PodEvent, int]] = deque()  # with the bytes each event counts
@@ -444,22 +446,18 @@ class PodCache:
         pods (or on a notice, when it makes none). Its own word on a finished pod replaces
         ours, so no notice of ours is added."""
         uid = sink.served_as.get(pod.uid, pod.uid)
-        if kind is EventType.DELETED:
-            told = Told(kind, pod)
-            if listed is not None:
-                events = self._change(sink, [listed], [], finish_notices=False)
-            else:
-                gone = [pod.uid] if pod.uid in sink.served_as else []
-                events = self._change(sink, [], gone, finish_notices=False)
+        told = Told(kind, None if listed is pod else pod)
+        if listed is not None:
+            events = self._change(sink, [listed], [], finish_notices=False)
         else:
-            told = Told(kind)
-            events = self._change(sink, [pod], [], finish_notices=False)
+            gone = [pod.uid] if pod.uid in sink.served_as else []
+            events = self._change(sink, [], gone, finish_notices=False)
         for i in range(len(events) - 1, -1, -1):
             if events[i].pod.uid == uid:
                 events[i] = dataclasses.replace(events[i], told=told)
                 return events
         served = self._served.get(uid)
-        if served is None and kind is not EventType.DELETED:
+        if served is None and listed is not None:
             return events  # not served (another source holds the uid): nothing to pass on
         return [*events, self._notice(served.pod if served else pod, told)]
 
@@ -559,7 +557,10 @@ class PodCache:
     def _notice(self, pod: PodVersion, told: Told) -> PodEvent:
         """An event only the kubelet's contracts send. It changes neither the served pods nor
         the snapshot, so it has no revision of its own: it carries the current one."""
-        return PodEvent(EventType.MODIFIED, pod, self.revision, pod, time.monotonic(), told=told, notice=True)
+        self._notices += 1
+        return PodEvent(
+            EventType.MODIFIED, pod, self.revision, pod, time.monotonic(), told=told, notice=self._notices
+        )
 
     def _publish(self, events: list[PodEvent]) -> None:
         if events:

@@ -41,8 +41,9 @@ FRAMES_KEPT = 2048
 FRAME_BYTES = 16 * 1024 * 1024
 
 
-# (revision, notice, encoding, view): a notice carries the revision of the change before it.
-_FrameKey = tuple[int, bool, str, str]
+# (revision, notice, encoding, view): a notice carries the revision of the change before it and
+# a number of its own (core/store/watch.py PodEvent.notice).
+_FrameKey = tuple[int, int, str, str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,9 +88,10 @@ class PodEvent:
     published: float  # time.monotonic() when the cache published it (the newest, if coalesced)
     coalesced: bool = False  # made for one watcher from the events of one pod since it went over
     told: Told | None = None  # what the kubelet's contracts send instead (None: this event)
-    # Only the kubelet's contracts send it (its `told`): the served pods did not change, so the
-    # other surfaces, the ring and the snapshot never see it.
-    notice: bool = False
+    # Non-zero: only the kubelet's contracts send it (its `told`), and this numbers it among the
+    # notices (its revision is the change's before it, so the frame cache keys it by both). The
+    # served pods did not change: the other surfaces, the ring and the snapshot never see it.
+    notice: int = 0
 
     def held(self) -> int:
         """The bytes of pod encodings this event keeps alive (its pod and the one it replaces)."""

@@ -88,12 +88,14 @@ async def test_the_kubelets_events_are_relayed_with_their_types_and_bytes() -> N
     sink = cache.source("kubelet")
     sink.replace([stored("1", name="pod-1"), stored("2", name="pod-2")])
     kubelet, state = await started(streams, KUBELET, 2), await started(streams, STATE, 2)
-    sink.relay(EventType.ADDED, stored("1", name="pod-1"))  # again, the same bytes
-    sink.relay(EventType.ADDED, stored("2", "Pending", name="pod-2"))  # again, changed
+    again = stored("1", name="pod-1")
+    sink.relay(EventType.ADDED, again, listed=again)  # again, the same bytes
+    changed = stored("2", "Pending", name="pod-2")
+    sink.relay(EventType.ADDED, changed, listed=changed)  # again, changed
     finished = stored("1", "Failed", name="pod-1")
-    sink.relay(EventType.MODIFIED, finished)
+    sink.relay(EventType.MODIFIED, finished, listed=finished)
     sink.relay(EventType.DELETED, deleted_as_sent("1"), listed=finished)  # finished: still listed
-    sink.relay(EventType.DELETED, deleted_as_sent("2"))  # gone from its List
+    sink.relay(EventType.DELETED, deleted_as_sent("2"), listed=None)  # gone from its List
     got = await take(kubelet, 5)
     assert [f[:2] for f in got] == [
         ["ADDED", "1"],
@@ -115,7 +117,8 @@ async def test_what_the_kubelets_watch_never_announces_reaches_the_other_surface
     sink.replace([stored("1", "Failed", name="pod-1"), stored("2", name="pod-2")])
     kubelet, state = await started(streams, KUBELET, 2), await started(streams, STATE, 2)
     sink.amend(gone=["1"])  # its kubelet let the finished pod go, without an event
-    sink.relay(EventType.MODIFIED, stored("2", "Pending", name="pod-2"))
+    pending = stored("2", "Pending", name="pod-2")
+    sink.relay(EventType.MODIFIED, pending, listed=pending)
     assert [f[:2] for f in await take(kubelet, 1)] == [["MODIFIED", "2"]]
     assert [f[:2] for f in await take(state, 2)] == [["DELETED", "1"], ["MODIFIED", "2"]]
     assert [p.uid for p in cache.snapshot().pods] == ["2"]
@@ -159,3 +162,19 @@ async def test_after_its_deleted_a_finished_pod_is_out_of_the_kubelets_watch() -
         ["DELETED", "1"],
         ["MODIFIED", "2"],
     ]
+
+
+async def test_the_last_statuses_of_a_pod_the_kubelet_no_longer_lists_go_to_its_contracts_alone() -> None:
+    cache, streams = setup()
+    sink = cache.source("kubelet")
+    sink.replace([stored("1", name="pod-1"), stored("2", name="pod-2")])
+    kubelet, state = await started(streams, KUBELET, 2), await started(streams, STATE, 2)
+    stopping = stored("1", "Running", name="pod-1", labels={"stopping": "yes"})
+    sink.relay(EventType.ADDED, stopping, listed=None)  # its manifest removed: torn down
+    sink.relay(EventType.MODIFIED, stopping, listed=None)
+    sink.relay(EventType.DELETED, deleted_as_sent("1"), listed=None)
+    got = await take(kubelet, 3)
+    assert [f[:2] for f in got] == [["ADDED", "1"], ["MODIFIED", "1"], ["DELETED", "1"]]
+    assert bytes.fromhex(got[0][2]) == stopping.pb == bytes.fromhex(got[1][2])  # the kubelet's
+    assert [f[:2] for f in await take(state, 1)] == [["DELETED", "1"]]  # gone from the List at once
+    assert [p.uid for p in cache.snapshot().pods] == ["2"]
