@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,9 @@ QUIET = 3.0
 # How long pods-api may take to agree with the kubelet after it settled: the standalone relists
 # CRI every second and re-reads the directory on inotify; a loaded machine stretches both.
 AGREE = 12.0
-# The crash loop's back-off starts at 10 s and doubles: a wait that sees two restarts is ~40 s.
-CRASH_TIMEOUT = 90.0
+# The crash loop's back-off starts at 10 s and doubles: a wait that sees two restarts is ~40 s
+# quiet, and more than twice that on a loaded machine (its sync loop and containerd both slow).
+CRASH_TIMEOUT = 180.0
 TYPES = {ADDED: "ADDED", MODIFIED: "MODIFIED", DELETED: "DELETED", SYNCED: "SYNCED"}
 MODES = ("bridge", "standalone")
 
@@ -519,60 +520,40 @@ def _types_raw(events: list[Event]) -> dict[str, list[str]]:
 
 # -- the comparisons ----------------------------------------------------------------------------
 
-# Comparisons that fail today, each under the id of the known difference being fixed in another
-# branch (B1, B2, S1-S7, the bytes; "new (lab)" for what this lab found besides), with what the
-# difference is: (mode, action id, group) -> reason. The fix flips its tests to strict XPASS
-# failures, and whoever lands it removes the entries.
-B1 = "B1: the bridge drops a finished pod at its DELETED; the kubelet still lists it"
-B2 = "B2: the bridge relays a repeated ADDED as MODIFIED and re-encodes DELETED from the uid"
-S1 = "S1: the standalone announces a UID of its own (ADDED, DELETED) before the kubelet's"
-S3 = "S3: the standalone sends no DELETED for a finished pod, nor re-adds it after a restart"
-S4 = "S4: the standalone has no CrashLoopBackOff and no lastState"
-S5 = "S5: the standalone has no resources {} nor allocatedResources, and writes 64Mi as 67108864"
-S6 = "S6: the standalone adds resizePolicy, which v1.37.2 defaulting does not"
-S7 = "S7: the standalone's condition times are its first look, not the kubelet's"
-MARSHAL = "29 §5: the standalone's bytes are not v1.Pod#Marshal()'s (zero values skipped)"
-SEEN = "new (lab): the standalone's config.seen is its own read of the file, not the kubelet's"
-LAST = "new (lab): the kubelet sends a removed pod's last status (containers terminated) before DELETED"
-# After the node's restart the kubelet sends each pod's start again (ADDED, MODIFIED...) while the
-# bridge is still reconnecting: it relays the difference it finds, not those events.
-RECONNECT = f"{B2}; new (lab): the bridge misses the events the kubelet sends while it reconnects"
+# What still differs from the kubelet, each a difference docs/sources.md names with its reason
+# ("Beside a real kubelet"): (mode, action id, group) -> why. An entry is xfail, strict where the
+# difference shows at every moment (so a change that removes it fails here until its entry goes).
+SEEN = (
+    "seen: the standalone's config.seen is its own read of the file, some ms after the kubelet's "
+    "(the kubelet's is on no object the runtime shows)"
+)
+TIMES = (
+    "times: the standalone's condition times are the runtime's event times, which the kubelet stamps "
+    "with its own clock a second or so later; after a node restart it keeps the times it had"
+)
+KEPT = "kept: after a node restart the standalone keeps the lastState it carried; the kubelet forgot it"
+LAST = "last: the kubelet sends a removed pod's last status (containers terminated) before its DELETED"
+RECONNECT = (
+    "reconnect: the bridge's watchers stay connected through the kubelet's restart and get what changed "
+    "meanwhile, not the kubelet's replay to new watchers"
+)
 ALL = tuple(action.id for action in ACTIONS)
+AFTER_NODE_RESTART = ALL[ALL.index("8-node-restarted") :]
 KNOWN: dict[tuple[str, str, str], str] = {
-    **{("bridge", a, "uids"): B1 for a in ALL[2:]},
     **{
-        ("bridge", a, "watch-types"): B2
-        for a in ("4-label-edited", "6-removed", "7-kubelet-restarted", "10-not-yaml")
+        ("bridge", a, g): RECONNECT
+        for a in ("7-kubelet-restarted", "8-node-restarted")
+        for g in ("watch-types", "watch-bytes")
     },
-    ("bridge", "8-node-restarted", "watch-types"): RECONNECT,
-    ("bridge", "8-node-restarted", "watch-bytes"): RECONNECT,
-    **{
-        ("bridge", a, "watch-bytes"): B2
-        for a in (
-            "3-exit-3",
-            "4-label-edited",
-            "6-removed",
-            "7-kubelet-restarted",
-            "10-not-yaml",
-        )
-    },
-    **{("standalone", a, "bytes"): MARSHAL for a in ALL},
     **{("standalone", a, "metadata"): SEEN for a in ALL},
-    **{("standalone", a, "conditions"): S7 for a in ALL},
-    **{("standalone", a, "resources"): S5 for a in ALL},
-    **{("standalone", a, "spec"): S6 for a in ALL[:-1]},  # beta (Guaranteed) is gone at the last
-    ("standalone", "5-crash-loop", "containerStatuses"): S4,
     **{
-        ("standalone", a, "watch-types"): S1
-        for a in ("1-two-running", "2-added", "5-crash-loop", "8-node-restarted")
+        ("standalone", a, g): f"{SEEN}; {TIMES}"
+        for a in ALL
+        for g in ("bytes", "watch-bytes", "watch-held-bytes")
     },
-    ("standalone", "3-exit-3", "watch-types"): f"{S1}; {S3}",
-    ("standalone", "6-removed", "watch-types"): LAST,
-    ("standalone", "7-kubelet-restarted", "watch-types"): S3,
-    ("standalone", "10-not-yaml", "watch-types"): LAST,
-    **{("standalone", a, "watch-bytes"): MARSHAL for a in ALL if a != "9-broken"},
-    **{("standalone", a, "watch-held"): S3 for a in ALL[2:]},
-    **{("standalone", a, "watch-held-bytes"): MARSHAL for a in ALL},
+    **{("standalone", a, "conditions"): TIMES for a in ALL[2:]},
+    **{("standalone", a, "containerStatuses"): KEPT for a in AFTER_NODE_RESTART[1:]},
+    **{("standalone", a, "watch-types"): LAST for a in ("4-label-edited", "6-removed", "10-not-yaml")},
 }
 
 
@@ -581,7 +562,10 @@ def _cases() -> Iterator[Any]:
         for action in ACTIONS:
             for group in (*GROUPS, *WHOLE):
                 reason = KNOWN.get((mode, action.id, group))
-                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                # config.seen differs at every moment; the others hang on timing (a second's
+                # difference, an event in a reconnect's gap), so a moment may agree by chance.
+                strict = reason is not None and reason.startswith("seen") and group == "metadata"
+                marks = [pytest.mark.xfail(strict=strict, reason=reason)] if reason else []
                 yield pytest.param(mode, action.id, group, marks=marks, id=f"{mode}-{action.id}-{group}")
 
 
@@ -610,18 +594,7 @@ def test_the_standalone_refuses_a_broken_manifest_for_the_kubelet_s_reason(
     assert ours and all(field in line for line in ours), (theirs, logs["standalone"])
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        pytest.param(
-            mode,
-            marks=pytest.mark.xfail(
-                strict=True, reason='29 §4: the kubelet\'s texts on its contract ("pod with UID … not found")'
-            ),
-        )
-        for mode in MODES
-    ],
-)
+@pytest.mark.parametrize("mode", MODES)
 def test_an_unknown_uid_is_answered_as_the_kubelet_answers_it(scenario: Scenario, mode: str) -> None:
     assert scenario.unknown["kubelet"] == f"NOT_FOUND: pod with UID {UNKNOWN_UID} not found"
     assert scenario.unknown[mode] == scenario.unknown["kubelet"]
@@ -645,3 +618,24 @@ def test_pods_api_watches_outlive_the_kubelet_s_restarts(scenario: Scenario, mod
 def _short(value: Any, limit: int = 1500) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+@pytest.mark.parametrize("server", ["kubelet", *MODES])
+def test_every_pod_served_is_what_go_s_marshal_writes(
+    scenario: Scenario, server: str, go_remarshal: Callable[[Sequence[bytes]], list[bytes]]
+) -> None:
+    """The API's pods are `v1.Pod#Marshal()` bytes: Go, reading each pod served at every settled
+    moment (Lists, Gets, watch events, DELETED ones too) and writing it again, gives the same
+    bytes, for the kubelet's own and for ours (the bridge passes the kubelet's on; the standalone
+    encodes its own)."""
+    pods: list[bytes] = []
+    for moment in scenario.moments.values():
+        answer = moment.answers[server]
+        pods += answer.listed
+        pods += [pod for pod in answer.got.values() if isinstance(pod, bytes)]
+        pods += [event.pod for event in answer.events if event.pod]
+    pods = list(dict.fromkeys(pods))
+    assert pods
+    again = go_remarshal(pods)
+    differ = [i for i, (ours, go) in enumerate(zip(pods, again, strict=True)) if ours != go]
+    assert not differ, f"{len(differ)} of {len(pods)} pods are not Go's bytes, e.g. {pods[differ[0]][:200]!r}"
