@@ -25,7 +25,11 @@ and a `SOURCE_FLAGS` tuple naming the flags that turn it on (for the "no pod sou
 `from_args` returns no sources when its flags are absent, and raises ValueError naming the flag
 and the value for anything wrong that can be seen before serving (the command line then exits 2
 with that one line). Then add the module to `SOURCE_MODULES` in `registry.py`: the command line,
-the server and the README's flag list take it from there.
+the server and the README's flag list take it from there. The registry imports every source's
+module whichever are configured, so a module keeps its heavy libraries out of its top level:
+imported where used (httpx in `poller.py`, kubernetes_asyncio in `apiserver.py`), or the source
+in a module of its own that `from_args` imports (`cri/flags.py`). Every node pays for what the
+server imports (BENCHMARKS.md, "Memory"; `tests/e2e/test_fixed_memory.py`).
 """
 
 from __future__ import annotations

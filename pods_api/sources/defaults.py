@@ -23,6 +23,7 @@ never meets) and an HTTP probe's `protocol` (H2CContainerProbe, alpha and off).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, MutableMapping
 
 from pods_api.core.api.pb import k8s_core_v1_pb2 as core
@@ -70,10 +71,22 @@ def _resource_lists(spec: core.PodSpec) -> Iterable[MutableMapping[str, resource
             yield claim.requests
 
 
+# Quantities whose rounding is remembered: a node's pods repeat the same few ("100m", "128Mi"),
+# and each rounding is Decimal parsing and formatting, ~15 µs: half of the defaults' CPU and 6%
+# of a manifest's decode at start-up (BENCHMARKS.md, W6). The answer depends on the text alone;
+# the bound keeps the memo a few hundred KiB whatever the files hold.
+_ROUNDED_MAX = 4096
+
+
 def _round_up(resources: MutableMapping[str, resource.Quantity]) -> None:
     """SetDefaults_ResourceList: each quantity rounded up to milli precision (`0.0001` is `1m`)."""
     for quantity in resources.values():
-        quantity.string = round_up_to_milli(quantity.string)
+        quantity.string = _rounded(quantity.string)
+
+
+@functools.lru_cache(maxsize=_ROUNDED_MAX)
+def _rounded(text: str) -> str:
+    return round_up_to_milli(text)  # raises for a bad quantity: lru_cache remembers no exception
 
 
 def _pod(spec: core.PodSpec) -> None:

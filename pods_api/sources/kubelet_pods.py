@@ -21,11 +21,10 @@ import argparse
 import hashlib
 import logging
 import ssl
-from collections.abc import Generator
+from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from pods_api.core import argtypes
@@ -44,6 +43,9 @@ from pods_api.sources.loader import (
 from pods_api.sources.poller import FETCH_DEADLINE, Poller, PollError, parse_url, redacted
 from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 
+if TYPE_CHECKING:
+    import httpx  # loaded by the poller once a URL is given (pods_api/sources/poller.py)
+
 log = logging.getLogger(__name__)
 
 FLAG = "--kubelet-pods-url"
@@ -54,24 +56,25 @@ DEFAULT_INTERVAL = 2.0
 DEFAULT_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 # A node's PodList: a few hundred pods of a few kilobytes each; more is not a kubelet.
 MAX_PODLIST_BYTES = 32 * 1024 * 1024
-_NOT_ALLOWED = (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN)
+_NOT_ALLOWED = (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
 
 
-class TokenFile(httpx.Auth):
+class TokenFile:
     """`Authorization: Bearer <token>`, the token read from `path` for every request: kubelets
     rotate projected service-account tokens by swapping the file. A missing file sends no token
     when `required` is false (the in-cluster default, outside a cluster); the kubelet then says
-    401, which is reported as such."""
+    401, which is reported as such. A callable, which httpx takes as a request's auth: not a
+    subclass of httpx.Auth, so that httpx loads only once a URL is polled."""
 
     def __init__(self, path: Path, *, required: bool) -> None:
         self.path = path
         self._required = required
 
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def __call__(self, request: httpx.Request) -> httpx.Request:
         token = self._read()
         if token:
             request.headers["Authorization"] = f"Bearer {token}"
-        yield request
+        return request
 
     def _read(self) -> str | None:
         try:

@@ -25,10 +25,15 @@ import re
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from pods_api.sources.loader import MAX_MANIFEST_BYTES
+
+if TYPE_CHECKING:
+    # Imported where used: httpx and what it loads (its CLI's click, rich and pygments when they
+    # are installed, h2 and idna) are ~7 MiB resident, which only a server polling a URL (the
+    # sources that give one) should pay for (BENCHMARKS.md, "Memory").
+    import httpx
 
 # How long one fetch may take in all (connecting, headers, the whole body): the kubelet's HTTP
 # source uses this client timeout, which in Go is a total deadline, not one between reads.
@@ -64,12 +69,15 @@ class Poller:
         interval: float,
         headers: Sequence[tuple[str, str]] = (),
         header_files: Sequence[tuple[str, Path]] = (),
-        auth: httpx.Auth | None = None,
+        # httpx's, or a callable that sets a header on each request (httpx wraps it in its own).
+        auth: httpx.Auth | Callable[[httpx.Request], httpx.Request] | None = None,
         verify: ssl.SSLContext | bool = True,
         max_bytes: int = MAX_MANIFEST_BYTES,
         deadline: float = FETCH_DEADLINE,
     ) -> None:
         """Raises ValueError, naming `flag`, for a URL that is not http(s)://host/..."""
+        import httpx
+
         parsed = parse_url(url, flag)
         self.url = url  # as given
         self.shown = redacted(parsed)  # as names and logs may show it
@@ -92,6 +100,8 @@ class Poller:
 
     async def run(self, take: Take, failed: Failed) -> None:
         """Poll until cancelled."""
+        import httpx
+
         failures = 0
         async with httpx.AsyncClient(
             auth=self._auth,
@@ -128,6 +138,8 @@ class Poller:
 
     async def _fetch(self, client: httpx.AsyncClient) -> tuple[bytes | None, str | None]:
         """The body and its ETag; (None, etag) when the server says it is unchanged (304)."""
+        import httpx
+
         request_headers = {"If-None-Match": self._etag} if self._etag else {}
         request_headers.update(read_header_files(self._header_files))
         try:
@@ -170,6 +182,8 @@ _CREDENTIAL_PARAM = re.compile(r"token|key|secret|pass|auth|sig|credential", re.
 def credentials_in(url: str) -> list[str]:
     """What in `url` looks like a credential: "a password", and the names of query parameters
     named like one (never their values)."""
+    import httpx
+
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL:
@@ -181,6 +195,8 @@ def credentials_in(url: str) -> list[str]:
 
 def parse_url(url: str, flag: str) -> httpx.URL:
     """`url` parsed; ValueError naming `flag` (and never a password) unless it is http(s)://host."""
+    import httpx
+
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
@@ -194,6 +210,8 @@ def parse_url(url: str, flag: str) -> httpx.URL:
 
 def shown_url(url: str) -> str:
     """`url` as names and logs may show it."""
+    import httpx
+
     try:
         return redacted(httpx.URL(url))
     except httpx.InvalidURL:

@@ -19,7 +19,7 @@ from pods_api.sources import (
     manifests,
     url,
 )
-from pods_api.sources.cri import source as cri
+from pods_api.sources.cri import flags as cri
 
 # In the order their flags are listed in `--help` and in the "no pod source" message.
 SOURCE_MODULES: tuple[SourceModule, ...] = (

@@ -30,11 +30,9 @@ backoff.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import logging
 import os
 import random
@@ -48,7 +46,6 @@ from typing import Any, Generic, Protocol, TypeVar
 import grpc
 import orjson
 
-from pods_api.core import argtypes
 from pods_api.core.api.codec import CodecError
 from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
 from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
@@ -56,7 +53,8 @@ from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.events import Observation
 from pods_api.core.store.identity import CONFIG_SOURCE, SANDBOX_READY, STATIC_CONFIG_SOURCES
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
+from pods_api.sources import ErrorCounter
+from pods_api.sources.cri import DEFAULT_RELIST, DEFAULT_STATIC_WAIT, source_name
 from pods_api.sources.cri import status as cristatus
 from pods_api.sources.cri.backoff import CrashLoops
 from pods_api.sources.cri.observed import Observer
@@ -65,8 +63,6 @@ from pods_api.sources.staleness import ConnectedGauge, Staleness, WarnedSink, af
 
 log = logging.getLogger(__name__)
 
-# The kubelet's generic PLEG relists every second.
-DEFAULT_RELIST = 1.0
 # One CRI call; the kubelet's default --runtime-request-timeout is 2 minutes, but a node agent
 # should notice a hung runtime far sooner, and a healthy one answers in milliseconds.
 CALL_TIMEOUT = 10.0
@@ -77,14 +73,6 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 # Reconnecting: the first retry, doubling per failure up to the cap.
 FIRST_RETRY = 0.5
 MAX_RETRY = 10.0
-# How long a new static pod is held back, unserved, waiting for the runtime to show the uid the
-# kubelet runs it under (core/store/identity.py, "Held back"). The kubelet starts a new static
-# pod's sandbox within a second or two of reading its manifest, but it may read it up to its
-# --file-check-frequency (20 s) late, and after an edit it starts the new pod only once the old
-# one has terminated, which takes up to the old pod's grace period (30 s by default): 20 + 30,
-# and 10 s for the sandbox itself. A pod still unseen then (one the kubelet refused) is served
-# under pods-api's own uid.
-DEFAULT_STATIC_WAIT = 60.0
 # Status calls in flight at once after a relist: a node starting 100 pods at once should not
 # open 300 concurrent streams on the runtime's socket.
 STATUS_CONCURRENCY = 16
@@ -760,76 +748,3 @@ async def _follow_events(stub: cri_grpc.RuntimeServiceStub, wake: asyncio.Event,
             log.info("%s: container event stream ended (%s); relisting on the period", name, exc.code().name)
         return
     log.info("%s: container event stream ended; relisting on the period", name)
-
-
-# -- flags ---------------------------------------------------------------------------------------
-
-SOURCE_FLAGS: tuple[str, ...] = ("--cri-socket PATH",)
-
-
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add(
-        "--cri-socket",
-        type=Path,
-        metavar="PATH",
-        help="the container runtime's CRI socket (containerd: /run/containerd/containerd.sock); alone, "
-        "every pod sandbox is a pod; with other sources, their pods' status comes from the runtime",
-    )
-    add(
-        "--node-ip",
-        type=_node_ips,
-        default=(),
-        metavar="IP[,IP]",
-        help="the node's IP (or its IPv4 and IPv6, comma-separated), as the kubelet's --node-ip: CRI "
-        "does not report it; the pods' hostIP(s), and the podIP(s) of pods on the host network "
-        "(in a DaemonSet: $(HOST_IP) from status.hostIP)",
-    )
-    add(
-        "--cri-relist",
-        type=argtypes.positive,
-        default=DEFAULT_RELIST,
-        metavar="SECONDS",
-        help=f"relist the container runtime this often, as the kubelet's PLEG (default {DEFAULT_RELIST:g})",
-    )
-    add(
-        "--static-pod-uid-wait",
-        type=argtypes.positive,
-        default=DEFAULT_STATIC_WAIT,
-        metavar="SECONDS",
-        help="with --manifests or --manifest-url: hold a new static pod back until the runtime shows "
-        "the uid the kubelet runs it under, at most this long, then serve it under pods-api's own "
-        f"uid (default {DEFAULT_STATIC_WAIT:g})",
-    )
-
-
-def _node_ips(text: str) -> tuple[str, ...]:
-    """--node-ip: one IP or two of different families, as the kubelet takes them."""
-    try:
-        ips = [ipaddress.ip_address(part.strip()) for part in text.split(",")]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an IP address: {exc}") from None
-    if len(ips) > 2 or (len(ips) == 2 and ips[0].version == ips[1].version):
-        raise argparse.ArgumentTypeError(f"{text!r}: one IP, or one IPv4 and one IPv6")
-    return tuple(str(ip) for ip in ips)
-
-
-def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
-    """A CRISource; the registry makes it an overlay when other sources own pods."""
-    if args.cri_socket is None:
-        return []
-    return [
-        CRISource(
-            args.cri_socket,
-            node_name=context.node_name,
-            relist=args.cri_relist,
-            on_error=context.on_error,
-            node_ips=args.node_ip,
-            on_connected=connected_gauge(context, source_name(args.cri_socket)),
-            static_wait=args.static_pod_uid_wait,
-        )
-    ]
-
-
-def source_name(socket: Path) -> str:
-    return f"cri:{socket}"
