@@ -68,7 +68,7 @@ def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
 
     # The name keys the shared frame cache: the two meanings of DELETED must not share frames.
     name = f"grpc {contract.value}{' last-state' if last_state else ''}"
-    return Encoding(name, event, synced, carries_revision=False)
+    return Encoding(name, event, synced)
 
 
 class PodsService:

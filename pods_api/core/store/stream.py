@@ -57,10 +57,6 @@ class Encoding:
     # Hand the whole start to the surface as one chunk (one write for SSE) rather than one
     # message per frame (gRPC, whose every message is a frame).
     join_start: bool = False
-    # Whether a frame carries the event's revision (an SSE id, a resourceVersion to resume
-    # from). A watcher behind on one that does not (gRPC) is handed, for a pod that changed once
-    # while it was behind, the published event itself, whose frame every watcher shares.
-    carries_revision: bool = True
 
 
 def change(event: PodEvent, view: View) -> tuple[EventType, PodVersion] | None:
@@ -146,7 +142,7 @@ class WatchStreams:
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
         if event.coalesced:
-            return make()  # made for one watcher: its revision is that watcher's
+            return make()  # made for one watcher: what it replaces is what that watcher holds
         return self._frames.get((event.revision, encoding.name, view.key), make)
 
     def _delivered(self, event: PodEvent) -> None:
@@ -188,9 +184,8 @@ class Watch:
             yield chunk
         del start, chunk
         streams, view, watcher = self._streams, self.view, self.watcher
-        exact = encoding.carries_revision
         while True:
-            event = await watcher.get(exact)
+            event = await watcher.get()
             frame = streams.frame(event, encoding, view)
             if frame is not None:
                 streams._delivered(event)

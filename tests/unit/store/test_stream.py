@@ -165,16 +165,19 @@ async def test_a_watcher_that_falls_behind_gets_the_newest_version_and_is_not_cu
     await take(frames, 1)  # the start: nothing but the marker
     added, modified = await take(frames, 2)
     assert (added[0], added[3]["status"]["phase"]) == ("ADDED", "Running")
-    # Coalesced: carries the revision the client had every event up to (where to resume).
-    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == ("MODIFIED", added[1], "Succeeded")
+    # Coalesced: carries its newest version's revision (where to resume: nothing older follows).
+    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == (
+        "MODIFIED",
+        cache.revision,
+        "Succeeded",
+    )
+    assert modified[1] > added[1]
     watch.close()
 
 
 async def test_a_watcher_behind_gets_the_frame_every_watcher_got_of_a_pod_that_changed_once() -> None:
     """Past its buffer, a watcher's event of a pod that changed once while it was behind is the
-    published event itself on gRPC (whose frames carry no revision): the same bytes as a
-    watcher that kept up got, made once for both. A frame that carries the revision keeps the
-    behind watcher's own (where it may resume from): the test above."""
+    published event itself: the same bytes as a watcher that kept up got, made once for both."""
     cache, streams, _ = setup(capacity=1)
     sink = cache.source("a")
     grpc = watch_encoding(Contract.V1ALPHA1)
@@ -368,13 +371,12 @@ def _pb_frames(kind: EventType, version: PodVersion, view: View, revision: int |
     after=st.lists(_OPS, max_size=25),
     resume=st.booleans(),
     capacity=st.sampled_from([1, 3, 1000]),  # 1 and 3: a watcher behind gets events coalesced
-    shared=st.booleans(),  # frames that carry no revision: a behind watcher shares published ones
 )
 def test_a_client_applying_the_stream_holds_exactly_the_view(
-    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int, shared: bool
+    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int
 ) -> None:
     synced = lambda revision, resumed: orjson.dumps(["SYNCED", resumed])  # noqa: E731
-    encoding = Encoding("pb", _pb_frames, synced, carries_revision=not shared)
+    encoding = Encoding("pb", _pb_frames, synced)
 
     async def scenario() -> None:
         cache, streams, _ = setup(capacity=capacity)
@@ -414,6 +416,91 @@ def test_a_client_applying_the_stream_holds_exactly_the_view(
         watch.close()
         want = {p.uid: p.masked(view).pb.hex() for p in view.select(cache.snapshot().pods)}
         assert held == want
+
+    asyncio.run(scenario())
+
+
+def _versioned(kind: EventType, version: PodVersion, view: View, revision: int | None) -> bytes:
+    return orjson.dumps([kind.name, revision, version.uid, version.revision, version.masked(view).pb.hex()])
+
+
+def _versioned_synced(revision: int, resumed: bool) -> bytes:
+    return orjson.dumps(["SYNCED", revision, resumed])
+
+
+VERSIONED = Encoding("versioned", _versioned, _versioned_synced)
+
+
+class _Told:
+    """What a client was told of each pod: the version it holds, the revision of the newest one
+    it was given, and whether the last word was DELETED. Checks the rule a resume must keep."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, str] = {}
+        self.newest: dict[str, int] = {}
+        self.deleted: set[str] = set()
+
+    def copy(self) -> _Told:
+        told = _Told()
+        told.held, told.newest, told.deleted = dict(self.held), dict(self.newest), set(self.deleted)
+        return told
+
+    def apply(self, kind: str, uid: str, version: int, data: str) -> None:
+        # Added again: an ADDED, or a version served after the DELETED one (its ADDED was
+        # coalesced before the point the client resumed from).
+        if uid in self.deleted and kind != "ADDED":
+            assert version > self.newest[uid], f"{kind} of {uid} after its DELETED"
+        assert version >= self.newest.get(uid, 0), f"{kind} of {uid}: version {version} < {self.newest[uid]}"
+        self.newest[uid] = version
+        if kind == "DELETED":
+            self.held.pop(uid, None)
+            self.deleted.add(uid)
+        else:
+            self.held[uid] = data
+            self.deleted.discard(uid)
+
+
+async def _until_synced(frames: AsyncIterator[bytes], told: _Told) -> int:
+    while True:
+        kind, revision, *rest = orjson.loads(await asyncio.wait_for(anext(frames), TIMEOUT))
+        if kind == "SYNCED":
+            return int(revision)
+        told.apply(kind, *rest)
+
+
+@settings(max_examples=100, deadline=None)
+@given(view=_VIEWS, ops=st.lists(_OPS, min_size=1, max_size=30), capacity=st.sampled_from([1, 2, 4]))
+def test_a_resume_from_any_id_never_goes_back_nor_brings_a_deleted_pod_back(
+    view: View, ops: list[Any], capacity: int
+) -> None:
+    """A watcher falls behind (its events coalesced), and after every frame it was given a
+    client resumes from that frame's revision: the replay never carries a version older than
+    one given, nor a pod after its DELETED unless added again, and ends at exactly the view."""
+
+    async def scenario() -> None:
+        cache, streams, _ = setup(capacity=capacity)
+        sink = cache.source("a")
+        watch = streams.open(view)
+        frames = watch.frames(VERSIONED)
+        told = _Told()
+        last = await _until_synced(frames, told)
+        for op in ops:
+            _apply(sink, op)
+        sink.upsert(pod("end", "Running"))  # every view shows it: the newest event
+        want = {p.uid: p.masked(view).pb.hex() for p in view.select(cache.snapshot().pods)}
+        while True:
+            with streams.open(view, last) as resumed:
+                again = told.copy()
+                await _until_synced(resumed.frames(VERSIONED), again)
+                assert again.held == want
+            if told.held.get("end") is not None:
+                break
+            kind, revision, *rest = orjson.loads(await asyncio.wait_for(anext(frames), TIMEOUT))
+            assert revision > last  # ids only go forward
+            told.apply(kind, *rest)
+            last = revision
+        watch.close()
+        assert told.held == want
 
     asyncio.run(scenario())
 
