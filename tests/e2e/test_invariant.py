@@ -14,8 +14,8 @@ One seed is one run against a real `pods-api serve` with two fixture directories
 
 And no resume goes back in time: a watcher that resumes (SSE `Last-Event-ID`, a Kubernetes
 watch's `resourceVersion`) is never sent a version of a pod older than one it was given, nor a
-pod after its DELETED unless the pod was added again (issue 33: coalesced events carried an id
-a resume replayed skipped versions from).
+pod after its DELETED unless the pod was added again (coalesced events carried an id a
+resume replayed skipped versions from).
 
 `pytest --seeds N` runs N seeds (default 2, a few seconds each), `--changes N` drives that many
 file changes per seed; every run prints its figures (events, faults, peaks, descriptors and

@@ -30,7 +30,7 @@ client's state is the current one once it has taken them, though an event's type
 match what it holds (a MODIFIED or DELETED of a pod it never got, an ADDED of one it holds).
 Carrying the revision up to which the client had every event instead (as this did before) made a
 resume replay the versions a coalesced event had already skipped: pods went back in time, and a
-deleted pod came back (issue 33).
+deleted pod came back.
 
 What ends a watch is its client, never the server's own pace: the surfaces end a stream whose
 client has taken nothing for the send timeout (a write that has not completed); the hub ends

@@ -160,7 +160,7 @@ async def test_a_dropped_watch_resumes_from_the_last_version_without_a_list(
 async def test_a_drop_after_a_healthy_stretch_backs_off_from_the_start_again(
     server: KubeAPIServer, harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 33: the failures in a row were counted from zero only after a watch that ended on
+    """The failures in a row were counted from zero only after a watch that ended on
     its timeout, so every drop mid-watch added to the count of the drops before it, however long
     the watch had worked in between, and a change after the 6th drop was served 17 s late. A
     watch that delivered for `backoff_reset` since the last failure starts the count again; a

@@ -383,7 +383,7 @@ class Resumer:
 
 
 async def test_a_resume_from_a_coalesced_event_never_goes_back_nor_brings_a_deleted_pod_back() -> None:
-    # Issue 33's repro: a watcher with a buffer of 4 falls behind while pods are rewritten and one
+    # The reported case: a watcher with a buffer of 4 falls behind while pods are rewritten and one
     # is deleted, then resumes from the id of each event it got. Before the fix, every coalesced
     # event carried the revision of the last exact one: the replay sent pod 0's generation 2
     # after its 5, and a MODIFIED of pod 1 after its DELETED.
