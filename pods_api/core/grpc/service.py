@@ -23,6 +23,7 @@ import grpc
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.api.status import InvalidArgument, NotFound, quote
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
+from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
@@ -75,17 +76,21 @@ class PodsService:
     """Answers List, Get and Watch from the cache. Both contracts share one instance."""
 
     def __init__(
-        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+        self,
+        cache: PodCache,
+        streams: WatchStreams,
+        send_timeout: float = DEFAULT_SEND_TIMEOUT,
+        lists: BytesInFlight | None = None,
     ) -> None:
         self._cache = cache
         self._streams = streams
         self._send_timeout = send_timeout
+        self._lists = lists or BytesInFlight("gRPC")
         self._encodings = {contract: watch_encoding(contract) for contract in Contract}
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         view = _view(context)
-        snapshot = self._cache.snapshot()
-        return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+        return held_list(self._lists, self._cache.snapshot(), view, context)
 
     async def get_pod(
         self, request: pods_v1alpha1_pb2.GetPodRequest, context: grpc.aio.ServicerContext
@@ -175,6 +180,17 @@ class _SendGuard:
 
 
 _STALLED_LOG = ThrottledLog(log)
+
+
+def held_list(
+    lists: BytesInFlight, snapshot: Snapshot, view: View, context: grpc.aio.ServicerContext
+) -> bytes:
+    """The ListPodsResponse of `view` (made once per snapshot and view), counted in flight
+    until its call ends (grpc has sent it, or the client went); refused past the budget."""
+    body = snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+    release = lists.hold(body)
+    context.add_done_callback(lambda _: release())
+    return body
 
 
 def list_response(snapshot: Snapshot, view: View) -> bytes:

@@ -73,10 +73,12 @@ class Lists:
                     group_version=version,
                 ),
             )
-            return SharedBody(body, media_type=formats.JSON)
+            return SharedBody(body, media_type=formats.JSON, lists=self.core.http_lists)
         if media == formats.JSON and not params.flag(request, "pretty"):
             return SharedBody(
-                self._json(snapshot, view, start, limit, chosen, token, remaining), media_type=formats.JSON
+                self._json(snapshot, view, start, limit, chosen, token, remaining),
+                media_type=formats.JSON,
+                lists=self.core.http_lists,
             )
         listed = kubeobjects.list_object(snapshot.revision, chosen, token, remaining)
         return params.render(request, listed, media)
