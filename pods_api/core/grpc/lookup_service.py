@@ -75,7 +75,7 @@ class LookupService:
 
     async def list_pods(self, request: lookup_pb.ListPodsRequest, context: grpc.aio.ServicerContext) -> bytes:
         view = parse_view(mask_text(context), request.label_selector, request.field_selector)
-        return held_list(self._lists, self._cache.snapshot(), view, context)
+        return await held_list(self._lists, self._cache.snapshot(), view, context)
 
     async def watch_pods(
         self, request: lookup_pb.WatchPodsRequest, context: grpc.aio.ServicerContext

@@ -29,6 +29,7 @@ from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.slices import joined
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.stream import Encoding, WatchStreams
 from pods_api.core.store.watch import EventType, TookNothing
@@ -90,7 +91,7 @@ class PodsService:
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         view = _view(context)
-        return held_list(self._lists, self._cache.snapshot(), view, context)
+        return await held_list(self._lists, self._cache.snapshot(), view, context)
 
     async def get_pod(
         self, request: pods_v1alpha1_pb2.GetPodRequest, context: grpc.aio.ServicerContext
@@ -182,21 +183,22 @@ class _SendGuard:
 _STALLED_LOG = ThrottledLog(log)
 
 
-def held_list(
+async def held_list(
     lists: BytesInFlight, snapshot: Snapshot, view: View, context: grpc.aio.ServicerContext
 ) -> bytes:
-    """The ListPodsResponse of `view` (made once per snapshot and view), counted in flight
-    until its call ends (grpc has sent it, or the client went); refused past the budget."""
-    body = snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+    """The ListPodsResponse of `view` (made once per snapshot and view, in slices), counted in
+    flight until its call ends (grpc has sent it, or the client went); refused past the budget."""
+    lists.check()
+    body = await snapshot.assembled(("grpc-list", view.key), lambda: list_response(snapshot, view))
     release = lists.hold(body)
     context.add_done_callback(lambda _: release())
     return body
 
 
-def list_response(snapshot: Snapshot, view: View) -> bytes:
+async def list_response(snapshot: Snapshot, view: View) -> bytes:
     # ListPodsResponse{repeated bytes pods = 1}: each pod is kept framed as field 1, so the whole
     # response is one join, with no message built.
-    return b"".join(pod.masked(view).framed for pod in view.select(snapshot.pods))
+    return await joined(view.select(snapshot.pods), lambda pod: pod.masked(view).framed)
 
 
 def mask_text(context: grpc.aio.ServicerContext) -> str | None:

@@ -42,6 +42,12 @@ class BytesInFlight:
         self.held = 0  # bytes of the distinct bodies held
         self._bodies: dict[int, _Held] = {}  # by id(body)
 
+    def check(self) -> None:
+        """Before assembling a List: refused at once when the budget is spent already, so that a
+        burst past it does not assemble the bodies it will refuse."""
+        if self.held >= self.budget:
+            raise self._refusal(0)
+
     def hold(self, body: bytes) -> Callable[[], None]:
         """Count `body` in flight; returns what lets it go (once; later calls do nothing).
         Raises ResourceExhausted when it is not in flight yet and would take the surface past
@@ -50,12 +56,7 @@ class BytesInFlight:
         entry = self._bodies.get(key)
         if entry is None:
             if self.held and self.held + len(body) > self.budget:
-                raise ResourceExhausted(
-                    f"{self.held / MIB:.0f} MiB of List responses are on their way to {self.surface} "
-                    f"clients, and this one ({len(body) / MIB:.1f} MiB) would pass the budget of "
-                    f"{self.budget / MIB:.0f} MiB; retry shortly",
-                    retry_after=RETRY_AFTER,
-                )
+                raise self._refusal(len(body))
             entry = self._bodies[key] = _Held(body)
             self.held += len(body)
         entry.holds += 1
@@ -72,3 +73,11 @@ class BytesInFlight:
                 self.held -= len(entry.body)
 
         return release
+
+    def _refusal(self, size: int) -> ResourceExhausted:
+        this = f", and this one ({size / MIB:.1f} MiB) would pass" if size else ": that is"
+        return ResourceExhausted(
+            f"{self.held / MIB:.0f} MiB of List responses are on their way to {self.surface} clients"
+            f"{this} the budget of {self.budget / MIB:.0f} MiB; retry shortly",
+            retry_after=RETRY_AFTER,
+        )

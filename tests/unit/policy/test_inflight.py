@@ -29,3 +29,13 @@ def test_a_new_body_past_the_budget_is_refused_but_one_alone_always_goes() -> No
     assert err.value.retry_after == 1.0
     release()
     lists.hold(b"y" * 10)()
+
+
+def test_a_spent_budget_refuses_before_anything_is_assembled() -> None:
+    lists = BytesInFlight("HTTP", budget=100)
+    lists.check()
+    release = lists.hold(b"x" * 100)
+    with pytest.raises(ResourceExhausted, match="on their way to HTTP clients: that is the budget"):
+        lists.check()
+    release()
+    lists.check()
