@@ -513,13 +513,25 @@ async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[st
             pods_v1alpha1_pb2.ListPodsRequest(), metadata=metadata
         )
     by_grpc = {pod_from_bytes(pod)["metadata"]["uid"]: pod for pod in reply.pods}
-    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
-    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
-        body = (
-            await client.get("http://localhost/v1/pods", params={"fields": MASK} if masked else {})
-        ).json()
+    body = await asyncio.to_thread(_http_list, served, masked)
     by_http = {item["metadata"]["uid"]: item for item in body["items"]}
     return by_grpc, by_http, str(body["metadata"].get("resourceVersion"))
+
+
+def _http_list(served: Served, masked: bool) -> Any:
+    """`GET /v1/pods`, read from a thread of its own: a List the driver's loop (busy with every
+    watcher) does not read for --send-timeout (1 s here) is one the server drops, rightly (a
+    1.2 MB List was, on a loaded box). Dropped all the same, it is asked for again."""
+    params = {"fields": MASK} if masked else {}
+    for attempt in range(RELISTS):
+        transport = httpx.HTTPTransport(uds=str(served.http_socket))  # a client closes its own
+        with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+            try:
+                return client.get("http://localhost/v1/pods", params=params).json()
+            except httpx.RemoteProtocolError:
+                if attempt == RELISTS - 1:
+                    raise
+    raise AssertionError("unreachable")
 
 
 Lists = dict[bool, tuple[dict[str, Any], dict[str, Any], str]]  # masked -> by gRPC, by HTTP, revision
