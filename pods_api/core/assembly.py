@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pods_api.core.config import Config
 from pods_api.core.policy.calls import CALLS, Calls
+from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.policy.metrics import Metrics
 from pods_api.core.policy.ratelimit import TokenBucket
 from pods_api.core.store.cache import PodCache
@@ -25,6 +26,9 @@ class Core:
     metrics: Metrics
     calls: Calls  # what each call is: limited, gated, counted
     streams: WatchStreams  # every surface's watches: one frame cache for all of them
+    # The List responses each surface is sending, against --list-budget.
+    http_lists: BytesInFlight = field(default_factory=lambda: BytesInFlight("HTTP"))
+    grpc_lists: BytesInFlight = field(default_factory=lambda: BytesInFlight("gRPC"))
 
 
 def build_core(config: Config, calls: Calls = CALLS) -> Core:
@@ -35,4 +39,14 @@ def build_core(config: Config, calls: Calls = CALLS) -> Core:
     metrics = Metrics(cache, calls)
     limiter = TokenBucket(config.qps, config.burst) if config.qps > 0 else None
     streams = WatchStreams(cache, metrics.fanout_delay.observe)
-    return Core(config, cache, limiter, metrics, calls, streams)
+    budget = config.list_budget
+    return Core(
+        config,
+        cache,
+        limiter,
+        metrics,
+        calls,
+        streams,
+        BytesInFlight("HTTP", budget),
+        BytesInFlight("gRPC", budget),
+    )

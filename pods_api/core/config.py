@@ -11,6 +11,7 @@ from pods_api.core.policy.connections import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_SEND_TIMEOUT,
 )
+from pods_api.core.policy.inflight import LIST_BYTES_IN_FLIGHT
 from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from pods_api.core.store.source import Source, SourceContext
 from pods_api.core.store.watch import Overflow
@@ -48,6 +49,8 @@ class Config:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     send_timeout: float = DEFAULT_SEND_TIMEOUT
+    # Bytes of List responses on their way to clients, per surface (core/policy/inflight.py).
+    list_budget: int = LIST_BYTES_IN_FLIGHT
     # Per surface; None: from the descriptor limit (core/policy/connections.py).
     max_connections: int | None = None
     # Builds the pod sources (the command line checked that it can); see pods_api/sources/registry.py.

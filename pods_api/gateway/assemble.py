@@ -12,6 +12,7 @@ import orjson
 from pods_api.core.query.view import View
 from pods_api.core.store.index import Hit
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.slices import collected, joined
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway.formats import Format, render
 
@@ -39,12 +40,12 @@ def pod_object(pod: PodVersion, view: View) -> dict[str, Any]:
     return {"kind": "Pod", "apiVersion": "v1", **pod.masked(view).json}
 
 
-def list_object(snapshot: Snapshot, view: View) -> dict[str, Any]:
+def list_object(revision: int, items: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "kind": "PodList",
         "apiVersion": "v1",
-        "metadata": {"resourceVersion": str(snapshot.revision)},
-        "items": [pod_object(pod, view) for pod in view.select(snapshot.pods)],
+        "metadata": {"resourceVersion": str(revision)},
+        "items": items,
     }
 
 
@@ -54,15 +55,17 @@ def pod_body(pod: PodVersion, view: View, fmt: Format) -> bytes:
     return render(pod_object(pod, view), fmt)
 
 
-def list_body(snapshot: Snapshot, view: View, fmt: Format) -> bytes:
-    return snapshot.memo(("http-list", fmt, view.key), lambda: _make_list(snapshot, view, fmt))
+async def list_body(snapshot: Snapshot, view: View, fmt: Format) -> bytes:
+    """Made once per (snapshot, format, view), in slices (core/store/slices.py)."""
+    return await snapshot.assembled(("http-list", fmt, view.key), lambda: _make_list(snapshot, view, fmt))
 
 
-def _make_list(snapshot: Snapshot, view: View, fmt: Format) -> bytes:
+async def _make_list(snapshot: Snapshot, view: View, fmt: Format) -> bytes:
     if fmt is not Format.JSON:
-        return render(list_object(snapshot, view), fmt)
-    items = b",".join(pod_bytes(pod, view) for pod in view.select(snapshot.pods))
-    return b"".join((_LIST_HEAD % snapshot.revision, items, _LIST_TAIL))
+        items = await collected(view.select(snapshot.pods), lambda pod: pod_object(pod, view))
+        return render(list_object(snapshot.revision, items), fmt)
+    items_json = await joined(view.select(snapshot.pods), lambda pod: pod_bytes(pod, view), b",")
+    return b"".join((_LIST_HEAD % snapshot.revision, items_json, _LIST_TAIL))
 
 
 def match_object(hit: Hit) -> dict[str, Any]:

@@ -10,6 +10,10 @@ can open needs (core/policy/connections.py says why each limit and what value):
   with its last words (`LAST_WORDS` in the scope's extensions): the final ERROR event is queued
   behind what the client has not read, past flow control, and the connection is closed once it
   is read, or aborted LINGER seconds later if it never is;
+- a response whose client takes nothing for the send timeout is dropped with its connection,
+  and what the connection still buffers of it with it: a large List's slice that waits that
+  long (`STALL`, for gateway/body.py), or a complete response left unread in the buffer (one
+  that goes whole), so a client that asks and never reads holds nothing for long;
 - the writes of one loop iteration leave in one system call (`JoinedWrites`): a response's head
   and body, or the SSE frames queued for one watcher, instead of one each;
 - a request whose body turns out malformed (a bad chunk) while the app is answering it ends
@@ -26,12 +30,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
-from pods_api.core.policy.connections import DEFAULT_HEADER_TIMEOUT, MAX_CONNECTIONS_CEILING
+from pods_api.core.policy.connections import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_SEND_TIMEOUT,
+    MAX_CONNECTIONS_CEILING,
+)
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.gateway.errors import Code, error_body
 
@@ -52,8 +62,20 @@ LAST_WORDS = "pods_api.last_words"
 # How long last words wait to be read before the connection is dropped: as long again as the
 # client was given to read anything at all.
 LINGER = 30.0
+# The scope extension a response gives up on a client with (gateway/body.py): a `Stall`.
+STALL = "pods_api.stall"
 _FULL_LOG = ThrottledLog(log)
 _SLOW_LOG = ThrottledLog(log)
+_UNREAD_LOG = ThrottledLog(log)
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """How long one send may wait for its client to take something, and what drops the
+    connection (and all it buffers) once one has waited that long."""
+
+    seconds: float
+    drop: Callable[[], None]
 
 
 # Writes up to this size wait for the rest of their loop iteration, to leave with what follows
@@ -111,20 +133,28 @@ class JoinedWrites:
 
 
 class GatewayConnection(H11Protocol):
-    """Configure with `configured(header_timeout, max_connections)`; uvicorn builds one per
-    connection with its own arguments."""
+    """Configure with `configured(header_timeout, max_connections, send_timeout)`; uvicorn
+    builds one per connection with its own arguments."""
 
     header_timeout: ClassVar[float] = DEFAULT_HEADER_TIMEOUT
     max_connections: ClassVar[int] = MAX_CONNECTIONS_CEILING
+    send_timeout: ClassVar[float] = DEFAULT_SEND_TIMEOUT
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_cycle: object = None
+        self._unread_timer: asyncio.TimerHandle | None = None
 
     @classmethod
-    def configured(cls, header_timeout: float, max_connections: int) -> type[GatewayConnection]:
-        attributes = {"header_timeout": header_timeout, "max_connections": max_connections}
+    def configured(
+        cls, header_timeout: float, max_connections: int, send_timeout: float = DEFAULT_SEND_TIMEOUT
+    ) -> type[GatewayConnection]:
+        attributes = {
+            "header_timeout": header_timeout,
+            "max_connections": max_connections,
+            "send_timeout": send_timeout,
+        }
         return type(cls.__name__, (cls,), attributes)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -139,6 +169,8 @@ class GatewayConnection(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
+        if self._unread_timer is not None:
+            self._unread_timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -150,7 +182,28 @@ class GatewayConnection(H11Protocol):
 
     def on_response_complete(self) -> None:
         self.transport.flush()  # type: ignore[attr-defined]
+        if self._unread_timer is None:
+            self._watch_unread(self.transport.get_write_buffer_size())
         super().on_response_complete()
+
+    def _watch_unread(self, before: int) -> None:
+        """What the client has not read of a complete response must shrink every send timeout,
+        or the connection is dropped: a client that stops reading holds nothing for long."""
+        self._unread_timer = None
+        if not before or self.transport.is_closing():  # a closing one ends by itself (LINGER)
+            return
+        self._unread_timer = self.loop.call_later(self.send_timeout, self._check_unread, before)
+
+    def _check_unread(self, before: int) -> None:
+        now = self.transport.get_write_buffer_size()
+        if now and now >= before and not self.transport.is_closing():
+            seconds = self.send_timeout
+            _UNREAD_LOG.warning(
+                f"dropped an HTTP connection whose client took nothing of a response for {seconds:g} s"
+            )
+            self.transport.abort()
+            return
+        self._watch_unread(now)
 
     def handle_events(self) -> None:
         before = self.cycle
@@ -159,6 +212,7 @@ class GatewayConnection(H11Protocol):
         if cycle is not None and cycle is not before:  # a request just began; its app has not run
             extensions: dict[str, Any] = cycle.scope.setdefault("extensions", {})
             extensions[LAST_WORDS] = functools.partial(self._last_words, cycle)
+            extensions[STALL] = Stall(self.send_timeout, functools.partial(self._drop, cycle))
 
     def _last_words(self, cycle: RequestResponseCycle, data: bytes) -> bool:
         """End `cycle`'s streaming response with `data`, without waiting for the client to make
@@ -173,6 +227,14 @@ class GatewayConnection(H11Protocol):
         self.transport.close()  # after the buffered bytes are written
         self.loop.call_later(LINGER, self.transport.abort)
         return True
+
+    def _drop(self, cycle: RequestResponseCycle) -> None:
+        """Abort the connection under `cycle`'s response, dropping what it buffers; whatever
+        the app sends next is dropped, as for a client that left."""
+        cycle.disconnected = True
+        cycle.keep_alive = False
+        cycle.message_event.set()
+        self.transport.abort()
 
     def send_400_response(self, msg: str) -> None:
         cycle = self.cycle

@@ -219,7 +219,9 @@ class PodsRoutes:
         if call.name == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)
             return Response(lookup_body(core.cache.revision, hits, view, fmt), media_type=fmt.media_type)
-        return SharedBody(list_body(core.cache.snapshot(), view, fmt), media_type=fmt.media_type)
+        core.http_lists.check()
+        body = await list_body(core.cache.snapshot(), view, fmt)
+        return SharedBody(body, media_type=fmt.media_type, lists=core.http_lists)
 
     def _watch(self, request: Request, call: Call, view: View) -> Response:
         query, core = request.query_params, self.core

@@ -62,6 +62,7 @@ def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
         DEFAULT_SEND_TIMEOUT,
         MAX_CONNECTIONS_CEILING,
     )
+    from pods_api.core.policy.inflight import LIST_BYTES_IN_FLIGHT, MIB
     from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
     from pods_api.core.store.watch import Overflow
     from pods_api.sources import registry
@@ -153,6 +154,14 @@ def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
         help=f"end a watch whose client has taken nothing this long (default {DEFAULT_SEND_TIMEOUT:g})",
     )
     add(
+        "--list-budget",
+        type=_positive_int,
+        default=LIST_BYTES_IN_FLIGHT // MIB,
+        metavar="MIB",
+        help="refuse a List whose response would take those on their way to clients past this many "
+        f"MiB, per surface (default {LIST_BYTES_IN_FLIGHT // MIB})",
+    )
+    add(
         "--max-connections",
         type=_positive_int,
         metavar="N",
@@ -173,6 +182,7 @@ def _add_serve_flags(serve: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET, HTTP_SOCKET_NAME, Config
+    from pods_api.core.policy.inflight import MIB
     from pods_api.core.store.watch import Overflow
     from pods_api.serve import sockets
     from pods_api.sources import SourceContext, registry
@@ -221,6 +231,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
         send_timeout=args.send_timeout,
+        list_budget=args.list_budget * MIB,
         max_connections=args.max_connections,
     )
 

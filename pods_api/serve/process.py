@@ -208,7 +208,9 @@ async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvic
     server = _Uvicorn(
         uvicorn.Config(
             create_app(core),
-            http=GatewayConnection.configured(config.header_timeout, config.max_connections),
+            http=GatewayConnection.configured(
+                config.header_timeout, config.max_connections, config.send_timeout
+            ),
             lifespan="off",
             ws="none",  # nothing is served over WebSocket; upgrades are refused (gateway/connection.py)
             log_config=None,

@@ -55,6 +55,10 @@ SOURCE_NAME = "apiserver"
 # the same API server does not come back in lockstep.
 FIRST_RETRY = 1.0
 MAX_RETRY = 30.0
+# A watch that has delivered for this long since the last failure is healthy: the next failure
+# backs off from FIRST_RETRY again, not from where the failures before that stretch left it.
+# client-go's reflector resets its backoff manager after 2 min (defaultBackoffReset).
+BACKOFF_RESET = 120.0
 # The server ends each watch after timeoutSeconds, drawn from [5 min, 10 min] as client-go's
 # reflector does: a proxy with an idle timeout never cuts a watch silently, and reconnects of
 # many nodes spread out.
@@ -156,11 +160,15 @@ class APIServerSource:
         on_connected: ConnectedGauge | None = None,
         watch_timeout: tuple[int, int] = WATCH_TIMEOUT,
         stale_after: float = STALE_AFTER,
+        backoff_reset: float = BACKOFF_RESET,
     ) -> None:
         self.name = SOURCE_NAME
         self.node_name = node_name
         self._credentials = Credentials(kubeconfig, context)
         self._watch_timeout = watch_timeout
+        self._backoff_reset = backoff_reset
+        # When a watch first delivered something after the last failure (time.monotonic()).
+        self._delivering_since: float | None = None
         # Current at a list, an event, a bookmark, a watch ended at its timeout.
         self._staleness = Staleness(self.name, stale_after=stale_after, on_connected=on_connected)
         self._connection = Reporter(self.name, on_error)  # the connection's state: one problem
@@ -191,23 +199,36 @@ class APIServerSource:
                 if progressed:  # a watch that ended on its timeout: resume at once
                     failures = 0
                     continue
-                failures += 1  # a server that ends every watch at once must not spin us
+                failures = self._failed(failures)  # a server that ends every watch at once must not spin us
             except Gone as exc:
                 log.info("pod source %s: %s; listing again", self.name, exc)
                 # A list at least as new as what we saw; if the list itself was too old, a
                 # fresh (consistent) read. As client-go's reflector.
                 self._list_rv = "" if self._rv is None else self._rv
                 self._rv = None
-                failures += 1
+                failures = self._failed(failures)
                 if not gone:
                     gone = True
                     continue  # relist at once; a server that keeps saying 410 gets backoff
             except APIServerError as exc:
-                failures += 1
+                failures = self._failed(failures)
                 gone = False
                 self._connection.attempt_failed(str(exc))
                 self._staleness.failed(str(exc))
-            await asyncio.sleep(self._backoff(failures))
+            delay = self._backoff(failures)
+            log.debug(
+                "pod source %s: failure %d in a row; trying again in %.1f s", self.name, failures, delay
+            )
+            await asyncio.sleep(delay)
+
+    def _failed(self, failures: int) -> int:
+        """The count of failures in a row, with one more: from zero again when a watch had
+        delivered for `backoff_reset` since the last one (a drop after a healthy stretch is a
+        first failure, not the next of those before it)."""
+        since, self._delivering_since = self._delivering_since, None
+        if since is not None and time.monotonic() - since >= self._backoff_reset:
+            failures = 0
+        return failures + 1
 
     def _backoff(self, failures: int) -> float:
         return min(MAX_RETRY, FIRST_RETRY * 2.0 ** (failures - 1)) * random.uniform(0.5, 1.0)
@@ -317,6 +338,8 @@ class APIServerSource:
                     progressed = True
                 if progressed:
                     self._staleness.current()
+                    if self._delivering_since is None:
+                        self._delivering_since = time.monotonic()
         return progressed
 
     def _too_large(self, head: bytes, size: int, sink: SourceSink) -> None:

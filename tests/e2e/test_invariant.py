@@ -12,6 +12,11 @@ One seed is one run against a real `pods-api serve` with two fixture directories
   disconnect and resume (SSE `Last-Event-ID`);
 - server restarts (SIGTERM, then a new process on the same sockets).
 
+And no resume goes back in time: a watcher that resumes (SSE `Last-Event-ID`, a Kubernetes
+watch's `resourceVersion`) is never sent a version of a pod older than one it was given, nor a
+pod after its DELETED unless the pod was added again (coalesced events carried an id a
+resume replayed skipped versions from).
+
 `pytest --seeds N` runs N seeds (default 2, a few seconds each), `--changes N` drives that many
 file changes per seed; every run prints its figures (events, faults, peaks, descriptors and
 memory), which RELIABILITY.md records.
@@ -220,6 +225,10 @@ class Watcher:
         """Whether it holds what its List holds."""
         return self.state == expected
 
+    def expected(self, by_grpc: dict[str, Any], by_http: dict[str, Any]) -> dict[str, Any]:
+        """What this watcher's state must equal at a quiet point, from the Lists."""
+        return by_grpc if isinstance(self, GrpcWatcher) else by_http
+
     def mismatch(self, expected: dict[str, Any]) -> str:
         return (
             f"{self.name}: neither told nor current at a quiet point (state differs from List):\n"
@@ -327,10 +336,47 @@ class LookupWatcher(GrpcWatcher):
         )
 
 
+class NeverBack:
+    """What one client was given of each pod, across all its streams: the newest `gen` label (the
+    driver writes it one higher with each write) and the gen of the DELETED it was told last. A
+    version older than one given, or a pod after its DELETED that was not added again (an ADDED,
+    or a gen written after the deleted one: the pod's file came back, its ADDED coalesced before
+    the point resumed from), is a resume that went back in time."""
+
+    def __init__(self, name: str, problems: list[str]) -> None:
+        self.name, self.problems = name, problems
+        self.newest: dict[str, int] = {}
+        self.deleted: dict[str, int] = {}
+        self.checked = 0
+
+    def given(self, kind: str, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        label = (pod["metadata"].get("labels") or {}).get("gen")
+        if label is None:
+            return  # a half-written file's pod (a truncating write): no gen to compare
+        gen = int(label)
+        self.checked += 1
+        if uid in self.deleted and kind != "ADDED" and gen <= self.deleted[uid]:
+            self.problems.append(f"{self.name}: {kind} of {uid} gen {gen} after its DELETED (went back)")
+        elif gen < self.newest.get(uid, 0):
+            self.problems.append(
+                f"{self.name}: {kind} of {uid} gen {gen} after gen {self.newest[uid]} (went back)"
+            )
+        self.newest[uid] = max(gen, self.newest.get(uid, 0))
+        if kind == "DELETED":
+            self.deleted[uid] = gen
+        else:
+            self.deleted.pop(uid, None)
+
+
 class SseWatcher(Watcher):
     """Follows the README's client rule; resumes with Last-Event-ID."""
 
     last_id: int | None = None
+
+    def __init__(self, name: str, masked: bool, rng: random.Random, served: Callable[[], Served]) -> None:
+        super().__init__(name, masked, rng, served)
+        self.never_back = NeverBack(name, self.problems)  # a masked one sees no gen: checks nothing
 
     async def session(self) -> None:
         params = {"watch": "true", **({"fields": MASK} if self.masked else {})}
@@ -372,9 +418,8 @@ class SseWatcher(Watcher):
         self.trace.append(f"{kind} id={fields.get('id')} {data[:90]}")
         if "id" in fields:
             revision = int(fields["id"])
-            # Never back: a resume gets only what came after its id. Equal ids are coalesced
-            # events (docs/http-gateway.md): each carries the revision up to which its watcher
-            # had every event, so resuming from it misses none.
+            # Never back: a resume gets only what came after its id, and a coalesced event's id
+            # is its newest version's revision (docs/http-gateway.md).
             if self.last_id is not None and revision < self.last_id and kind != "INITIAL_SYNC_COMPLETE":
                 self.problems.append(f"{self.name}: id {revision} after {self.last_id} (went back)")
             self.last_id = revision
@@ -390,12 +435,94 @@ class SseWatcher(Watcher):
         pod = json.loads(data)
         uid = pod["metadata"]["uid"]
         seen.add(uid)
+        self.never_back.given(str(kind), pod)
         if kind == "DELETED":
             self.state.pop(uid, None)
         else:
             self.state[uid] = pod
         await self._applied()
         return False
+
+
+class KubeWatcher(Watcher):
+    """A reflector on the Kubernetes view: List `/api/v1/pods`, then watch from its
+    resourceVersion, and after every watch that ends (a disconnect, the server going away)
+    watch again from the last resourceVersion it saw; List again only on 410 Expired (a
+    restarted server's revisions are not the old one's) or another refusal."""
+
+    last_id: int | None = None
+
+    def __init__(self, name: str, masked: bool, rng: random.Random, served: Callable[[], Served]) -> None:
+        super().__init__(name, masked, rng, served)
+        self.never_back = NeverBack(name, self.problems)
+
+    def expected(self, by_grpc: dict[str, Any], by_http: dict[str, Any]) -> dict[str, Any]:
+        return {uid: _kube_part(pod) for uid, pod in by_http.items()}
+
+    async def session(self) -> None:
+        transport = httpx.AsyncHTTPTransport(uds=str(self.served().http_socket))
+        async with httpx.AsyncClient(
+            transport=transport, timeout=httpx.Timeout(TIMEOUT, read=None)
+        ) as client:
+            if self.last_id is None:
+                reply = await client.get("http://localhost/api/v1/pods")
+                if reply.status_code != 200:
+                    return  # e.g. 503 while a restarted server syncs: try again
+                listed = reply.json()
+                self.state = {item["metadata"]["uid"]: _kube_part(item) for item in listed["items"]}
+                for item in listed["items"]:
+                    self.never_back.given("ADDED", item)
+                self.last_id = int(listed["metadata"]["resourceVersion"])
+                self.trace.append(f"listed at {self.last_id}")
+                await self._applied()
+            else:
+                self.stats.resumes += 1
+            params = {"watch": "1", "resourceVersion": str(self.last_id), "allowWatchBookmarks": "true"}
+            self.trace.append(f"watch from {self.last_id}")
+            async with client.stream("GET", "http://localhost/api/v1/pods", params=params) as response:
+                if response.status_code != 200:
+                    self.last_id = None  # refused (e.g. 504 from a restarted server): List again
+                    return
+                async for line in response.aiter_lines():
+                    if not line:
+                        continue
+                    await self._pace()
+                    if self._event(json.loads(line)):
+                        return
+                    await self._applied()
+                    if self.disconnect.is_set():
+                        self.disconnect.clear()
+                        return
+
+    def _event(self, event: dict[str, Any]) -> bool:
+        """Apply one watch event; True when the watch must end (an ERROR: List again)."""
+        kind, obj = event["type"], event["object"]
+        if kind == "ERROR":
+            self.told(str(obj.get("code")))
+            self.trace.append(f"ERROR {obj.get('code')} {obj.get('message')}")
+            self.last_id = None
+            return True
+        revision = int(obj["metadata"]["resourceVersion"])
+        if self.last_id is not None and revision < self.last_id:
+            self.problems.append(f"{self.name}: resourceVersion {revision} after {self.last_id} (went back)")
+        self.last_id = revision
+        if kind == "BOOKMARK":
+            return False
+        uid = obj["metadata"]["uid"]
+        self.trace.append(f"{kind} rv={revision} {uid} gen={obj['metadata'].get('labels', {}).get('gen')}")
+        del self.trace[:-200]
+        self.never_back.given(kind, obj)
+        if kind == "DELETED":
+            self.state.pop(uid, None)
+        else:
+            self.state[uid] = _kube_part(obj)
+        return False
+
+
+def _kube_part(pod: dict[str, Any]) -> Any:
+    """What a Kubernetes view pod is compared on with the same pod of `GET /v1/pods` (the view's
+    objects add kind, apiVersion and resourceVersion)."""
+    return [pod["metadata"].get("labels"), pod["metadata"].get("annotations"), pod.get("status")]
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -433,13 +560,25 @@ async def _list(served: Served, masked: bool) -> tuple[dict[str, bytes], dict[st
             pods_v1alpha1_pb2.ListPodsRequest(), metadata=metadata
         )
     by_grpc = {pod_from_bytes(pod)["metadata"]["uid"]: pod for pod in reply.pods}
-    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
-    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
-        body = (
-            await client.get("http://localhost/v1/pods", params={"fields": MASK} if masked else {})
-        ).json()
+    body = await asyncio.to_thread(_http_list, served, masked)
     by_http = {item["metadata"]["uid"]: item for item in body["items"]}
     return by_grpc, by_http, str(body["metadata"].get("resourceVersion"))
+
+
+def _http_list(served: Served, masked: bool) -> Any:
+    """`GET /v1/pods`, read from a thread of its own: a List the driver's loop (busy with every
+    watcher) does not read for --send-timeout (1 s here) is one the server drops, rightly (a
+    1.2 MB List was, on a loaded box). Dropped all the same, it is asked for again."""
+    params = {"fields": MASK} if masked else {}
+    for attempt in range(RELISTS):
+        transport = httpx.HTTPTransport(uds=str(served.http_socket))  # a client closes its own
+        with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+            try:
+                return client.get("http://localhost/v1/pods", params=params).json()
+            except httpx.RemoteProtocolError:
+                if attempt == RELISTS - 1:
+                    raise
+    raise AssertionError("unreachable")
 
 
 Lists = dict[bool, tuple[dict[str, Any], dict[str, Any], str]]  # masked -> by gRPC, by HTTP, revision
@@ -460,7 +599,7 @@ async def _holds(
     """True once `w` holds what its List holds; False if the server moves on first; a
     Violation if neither happens within TIMEOUT."""
     by_grpc, by_http, revision = lists
-    expected = by_grpc if isinstance(w, GrpcWatcher) else by_http
+    expected = w.expected(by_grpc, by_http)
     equal = asyncio.create_task(w.until(lambda: w.holds(expected)))
     superseded = asyncio.create_task(oracle.until(moved))
     try:
@@ -525,6 +664,11 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 random.Random(seed * 100 + i),
                 lambda: current[0],
             )
+        )
+    # Two Kubernetes-view reflectors (the view has no field mask), a slow one and a quick one.
+    for i in (6, 7):
+        watchers.append(
+            KubeWatcher(f"KubeWatcher-{i}", False, random.Random(seed * 100 + i), lambda: current[0])
         )
     # Never stalled nor disconnected: tells the driver when the server has read the files.
     # The oracle follows the served pods, as the files make them: PodLookup's watch.
@@ -654,6 +798,8 @@ def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None
         f"{figures.disconnects} disconnects, {sum(w.stats.resumes for w in watchers)} SSE resumes, "
         f"cut off and told {told}, untold endings {sum(w.stats.untold for w in watchers)}, "
         f"descriptors {_span(figures.descriptors)}, RSS KiB {_span(figures.rss_kib)}; "
+        f"{sum(w.never_back.checked for w in watchers if isinstance(w, SseWatcher | KubeWatcher))} "
+        "versions checked never back; "
         "0 lost, 0 duplicated, 0 mismatches, 0 stale at quiet points"
     )
 

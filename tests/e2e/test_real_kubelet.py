@@ -537,6 +537,14 @@ RECONNECT = (
     "reconnect: the bridge's watchers stay connected through the kubelet's restart and get what changed "
     "meanwhile, not the kubelet's replay to new watchers"
 )
+CRASH = (
+    "crash: caught between a crash loop's exit and its back-off, the kubelet may still show the exit "
+    "as the state where the standalone already shows the back-off"
+)
+RESTART = (
+    "restart: the kubelet's restart changes nothing on the node, so the standalone's watchers get "
+    "nothing, where the kubelet sends each pod's status again"
+)
 ALL = tuple(action.id for action in ACTIONS)
 AFTER_NODE_RESTART = ALL[ALL.index("8-node-restarted") :]
 KNOWN: dict[tuple[str, str, str], str] = {
@@ -554,6 +562,8 @@ KNOWN: dict[tuple[str, str, str], str] = {
     **{("standalone", a, "conditions"): TIMES for a in ALL[2:]},
     **{("standalone", a, "containerStatuses"): KEPT for a in AFTER_NODE_RESTART[1:]},
     **{("standalone", a, "watch-types"): LAST for a in ("4-label-edited", "6-removed", "10-not-yaml")},
+    ("standalone", "5-crash-loop", "containerStatuses"): CRASH,
+    ("standalone", "7-kubelet-restarted", "watch-types"): RESTART,
 }
 
 

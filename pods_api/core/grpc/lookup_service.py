@@ -15,8 +15,9 @@ import grpc
 
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 from pods_api.core.grpc.requests import parser
-from pods_api.core.grpc.service import Contract, list_response, mask_text, send_bounded, watch_encoding
+from pods_api.core.grpc.service import Contract, held_list, mask_text, send_bounded, watch_encoding
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
+from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.query.view import View, parse_view
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.index import ContainerRef
@@ -49,11 +50,16 @@ def container(ref: ContainerRef) -> lookup_pb.Container:
 
 class LookupService:
     def __init__(
-        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+        self,
+        cache: PodCache,
+        streams: WatchStreams,
+        send_timeout: float = DEFAULT_SEND_TIMEOUT,
+        lists: BytesInFlight | None = None,
     ) -> None:
         self._cache = cache
         self._streams = streams
         self._send_timeout = send_timeout
+        self._lists = lists or BytesInFlight("gRPC")
         self._encoding = watch_encoding(Contract.V1ALPHA1, last_state=True)
 
     async def lookup(self, request: lookup_pb.LookupRequest, context: grpc.aio.ServicerContext) -> bytes:
@@ -69,8 +75,7 @@ class LookupService:
 
     async def list_pods(self, request: lookup_pb.ListPodsRequest, context: grpc.aio.ServicerContext) -> bytes:
         view = parse_view(mask_text(context), request.label_selector, request.field_selector)
-        snapshot = self._cache.snapshot()
-        return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+        return await held_list(self._lists, self._cache.snapshot(), view, context)
 
     async def watch_pods(
         self, request: lookup_pb.WatchPodsRequest, context: grpc.aio.ServicerContext

@@ -90,8 +90,10 @@ def create_server(core: Core) -> grpc.aio.Server:
     cache = core.cache
     interceptors = [PodsInterceptor(core)]
     server = grpc.aio.server(interceptors=interceptors, options=grpc_options(core.config))
-    service = PodsService(cache, core.streams, core.config.send_timeout)
-    extension = lookup.handlers(lookup.LookupService(cache, core.streams, core.config.send_timeout))
+    service = PodsService(cache, core.streams, core.config.send_timeout, core.grpc_lists)
+    extension = lookup.handlers(
+        lookup.LookupService(cache, core.streams, core.config.send_timeout, core.grpc_lists)
+    )
     _check_table(core.calls, lookup.SERVICE, lookup.METHODS)
     server.add_generic_rpc_handlers([*(_handlers(c, service, core.calls) for c in Contract), extension])
     _add_health(server, cache)

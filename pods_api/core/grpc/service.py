@@ -24,11 +24,13 @@ from pods_api.core.api import kubelet_texts
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.api.status import InvalidArgument, NotFound
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
+from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.slices import joined
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.stream import Encoding, WatchStreams
 from pods_api.core.store.watch import EventType, TookNothing
@@ -74,24 +76,28 @@ def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
 
     # The name keys the shared frame cache: the two meanings of DELETED must not share frames.
     name = f"grpc {contract.value}{' last-state' if last_state else ''}"
-    return Encoding(name, event, synced, carries_revision=False, kubelet=not last_state)
+    return Encoding(name, event, synced, kubelet=not last_state)
 
 
 class PodsService:
     """Answers List, Get and Watch from the cache. Both contracts share one instance."""
 
     def __init__(
-        self, cache: PodCache, streams: WatchStreams, send_timeout: float = DEFAULT_SEND_TIMEOUT
+        self,
+        cache: PodCache,
+        streams: WatchStreams,
+        send_timeout: float = DEFAULT_SEND_TIMEOUT,
+        lists: BytesInFlight | None = None,
     ) -> None:
         self._cache = cache
         self._streams = streams
         self._send_timeout = send_timeout
+        self._lists = lists or BytesInFlight("gRPC")
         self._encodings = {contract: watch_encoding(contract) for contract in Contract}
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         view = _view(context)
-        snapshot = self._cache.snapshot()
-        return snapshot.memo(("grpc-list", view.key), lambda: list_response(snapshot, view))
+        return await held_list(self._lists, self._cache.snapshot(), view, context)
 
     async def get_pod(
         self, request: pods_v1alpha1_pb2.GetPodRequest, context: grpc.aio.ServicerContext
@@ -183,10 +189,22 @@ class _SendGuard:
 _STALLED_LOG = ThrottledLog(log)
 
 
-def list_response(snapshot: Snapshot, view: View) -> bytes:
+async def held_list(
+    lists: BytesInFlight, snapshot: Snapshot, view: View, context: grpc.aio.ServicerContext
+) -> bytes:
+    """The ListPodsResponse of `view` (made once per snapshot and view, in slices), counted in
+    flight until its call ends (grpc has sent it, or the client went); refused past the budget."""
+    lists.check()
+    body = await snapshot.assembled(("grpc-list", view.key), lambda: list_response(snapshot, view))
+    release = lists.hold(body)
+    context.add_done_callback(lambda _: release())
+    return body
+
+
+async def list_response(snapshot: Snapshot, view: View) -> bytes:
     # ListPodsResponse{repeated bytes pods = 1}: each pod is kept framed as field 1, so the whole
     # response is one join, with no message built.
-    return b"".join(pod.masked(view).framed for pod in view.select(snapshot.pods))
+    return await joined(view.select(snapshot.pods), lambda pod: pod.masked(view).framed)
 
 
 def mask_text(context: grpc.aio.ServicerContext) -> str | None:

@@ -7,9 +7,10 @@ MEMO_BYTES of them or twice the pods' bytes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -46,6 +47,8 @@ class Snapshot:
     # What the memo could not keep, while something still uses it: watches starting together
     # share one start, however large, and nothing of it is kept once every one has sent it.
     _in_use: weakref.WeakValueDictionary[Any, Any] = field(default_factory=weakref.WeakValueDictionary)
+    # Values being assembled in slices (core/store/slices.py): one task each, for every caller.
+    _making: dict[Any, asyncio.Task[Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         held = sum(pod.encoded for pod in self.pods)
@@ -62,6 +65,32 @@ class Snapshot:
             with contextlib.suppress(TypeError):  # bytes cannot be referenced weakly
                 self._in_use[key] = value
         return value
+
+    async def assembled(self, key: Any, make: Callable[[], Awaitable[T]]) -> T:
+        """As `memo`, for a value assembled in slices that yield to the loop: a caller that
+        comes while it is being made waits for that one. It is made in a task of its own, so a
+        caller that goes away (its client left) does not cancel it for the others."""
+        value: T | None = self._in_use.get(key)
+        if value is None and key in self._memo:
+            value = self._memo.get(key, _missing)
+        if value is not None:
+            return value
+        task = self._making.get(key)
+        if task is None:
+            task = self._making[key] = asyncio.get_running_loop().create_task(self._make(key, make))
+        made: T = await asyncio.shield(task)
+        return made
+
+    async def _make(self, key: Any, make: Callable[[], Awaitable[T]]) -> T:
+        try:
+            value = await make()
+        finally:
+            del self._making[key]
+        return self.memo(key, lambda: value)
+
+
+def _missing() -> Any:
+    raise AssertionError("looked up a key the memo holds")
 
 
 def _weight(value: Any) -> int:

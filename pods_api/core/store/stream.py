@@ -62,10 +62,6 @@ class Encoding:
     # Hand the whole start to the surface as one chunk (one write for SSE) rather than one
     # message per frame (gRPC, whose every message is a frame).
     join_start: bool = False
-    # Whether a frame carries the event's revision (an SSE id, a resourceVersion to resume
-    # from). A watcher behind on one that does not (gRPC) is handed, for a pod that changed once
-    # while it was behind, the published event itself, whose frame every watcher shares.
-    carries_revision: bool = True
     # The kubelet's contracts: an event is sent as its `told` says (core/store/watch.py `Told`:
     # the kubelet's own types and bytes where a source relays its watch, a finished pod's
     # DELETED), and notices are sent too. The others send the change of the served pods.
@@ -162,7 +158,7 @@ class WatchStreams:
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
         if event.coalesced:
-            return make()  # made for one watcher: its revision is that watcher's
+            return make()  # made for one watcher: what it replaces is what that watcher holds
         return self._frames.get((event.revision, event.notice, encoding.name, view.key), make)
 
     def _delivered(self, event: PodEvent) -> None:
@@ -204,9 +200,8 @@ class Watch:
             yield chunk
         del start, chunk
         streams, view, watcher = self._streams, self.view, self.watcher
-        exact = encoding.carries_revision
         while True:
-            event = await watcher.get(exact)
+            event = await watcher.get()
             frame = streams.frame(event, encoding, view)
             if frame is not None:
                 streams._delivered(event)

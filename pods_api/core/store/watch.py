@@ -14,10 +14,23 @@ version it holds to the current one:
 - it did not hold the pod and the pod is gone again: nothing (a client never hears of a pod it
   never saw, not even as DELETED).
 
-Coalesced events go out in the order of their newest version. So a watcher that falls behind
-misses only intermediate versions of a pod (and pods that came and went while it was behind);
-once it has taken its queue it holds exactly the current state. Its memory is bounded by pods,
-not events: `capacity` events plus one entry per pod that exists or existed when it went over.
+Coalesced events go out in the order of their newest version, and each carries that version's
+revision. So a watcher that falls behind misses only intermediate versions of a pod (and pods
+that came and went while it was behind); once it has taken its queue it holds exactly the current
+state. Its memory is bounded by pods, not events: `capacity` events plus one entry per pod that
+exists or existed when it went over.
+
+The revision a coalesced event carries is where its client resumes from (an SSE id, a
+resourceVersion), and the cache replays every event after it (`PodCache.events_since`). Every
+pod the client was sent has no event after its newest but before that revision (the order), so a
+replay never sends a version older than one the client was given, nor a pod it was told was
+deleted unless the pod is added again. A pod still pending may have changed before that revision
+too; the replay sends only its later events, which end at its newest version all the same: the
+client's state is the current one once it has taken them, though an event's type may then not
+match what it holds (a MODIFIED or DELETED of a pod it never got, an ADDED of one it holds).
+Carrying the revision up to which the client had every event instead (as this did before) made a
+resume replay the versions a coalesced event had already skipped: pods went back in time, and a
+deleted pod came back.
 
 What ends a watch is its client, never the server's own pace: the surfaces end a stream whose
 client has taken nothing for the send timeout (a write that has not completed); the hub ends
@@ -79,8 +92,8 @@ class Told:
 class PodEvent:
     type: EventType
     pod: PodVersion
-    # The cache revision of the event; for a coalesced one, the revision up to which its watcher's
-    # client had every event exactly (resuming from there replays what it may have missed).
+    # The cache revision of the event; for a coalesced one, that of the newest event it was made
+    # from (where its client resumes from: the replay after it is all newer than what it sent).
     revision: int
     # For MODIFIED: the version this one replaces. For a coalesced DELETED: the version the
     # client held (a view with a selector shows the DELETED only if that version was in it).
@@ -146,9 +159,9 @@ class _Pending:
         self.held = event.pod if event.type is _DELETED else event.previous
         self.newest = event
 
-    def event(self, revision: int) -> PodEvent | None:
-        """The one event that takes the client from `held` to `newest`; None when the pod came
-        and went unseen."""
+    def event(self) -> PodEvent | None:
+        """The one event that takes the client from `held` to `newest`, at the newest's revision;
+        None when the pod came and went unseen."""
         newest = self.newest
         gone = newest.type is _DELETED
         if not self.had:
@@ -157,7 +170,7 @@ class _Pending:
             kind, previous = _ADDED, None
         else:
             kind, previous = (_DELETED if gone else EventType.MODIFIED), self.held
-        return PodEvent(kind, newest.pod, revision, previous, newest.published, coalesced=True)
+        return PodEvent(kind, newest.pod, newest.revision, previous, newest.published, coalesced=True)
 
 
 # Drops come in bursts (every slow watcher at the same change): one line per period says so.
@@ -177,18 +190,14 @@ class Watcher:
         # order; an entry that changes again moves to the end). A pod's first event is kept as
         # it is; only a second one makes a _Pending (1 µs, per watcher and event).
         self._pending: dict[str, PodEvent | _Pending] = {}
-        # The revision up to which the client gets every event: the last one queued exactly.
-        self._exact = 0
         self._wakeup = asyncio.Event()
         self._ended: WatchEnded | None = None
 
-    async def get(self, exact: bool = True) -> PodEvent:
+    async def get(self) -> PodEvent:
         """The next event; raises WatchEnded when the watch is over.
 
         Past capacity, a pod that changed once while the watcher was behind has its published
-        event: as it is when not `exact` (for a surface whose frames carry no revision, which
-        then shares that event's frame with every watcher), else as a coalesced event carrying
-        the revision the client had every event up to. Both show the client the same change."""
+        event as it is (whose frame every watcher then shares): it is the coalesced event."""
         while True:
             if self._queue:
                 return self._queue.popleft()
@@ -196,10 +205,8 @@ class Watcher:
             while pending:
                 entry = pending.pop(next(iter(pending)))
                 if isinstance(entry, PodEvent):
-                    if not exact:
-                        return entry
-                    entry = _Pending(entry)
-                event = entry.event(self._exact)
+                    return entry
+                event = entry.event()
                 if event is not None:
                     return event
             if self._ended is not None:
@@ -219,7 +226,6 @@ class Watcher:
             return
         if not self._pending and len(self._queue) < self._capacity:
             self._queue.extend(events)
-            self._exact = events[-1].revision
         else:
             self._coalesce(events)
         self._wakeup.set()
@@ -234,7 +240,6 @@ class Watcher:
             return
         if len(self._queue) < self._capacity:
             self._queue.extend(events)
-            self._exact = events[-1].revision
         else:
             self._ended = Dropped()
             self._hub._watchers.discard(self)

@@ -42,13 +42,14 @@ class Lists:
         self.core = core
         self.snapshots: OrderedDict[int, Snapshot] = OrderedDict()
 
-    def respond(self, request: Request, namespace: str | None) -> Response:
+    async def respond(self, request: Request, namespace: str | None) -> Response:
         media, view = params.accepted(request), params.view(request, namespace)
         include = params.include(request) if media in params.TABLES else "Metadata"
         limit = params.count(request, "limit") or 0
         params.validate(request)
+        self.core.http_lists.check()
         snapshot, start = self.snapshot(request, request.query_params.get("continue"), limit)
-        chosen, remaining = kubeobjects.page(kubeobjects.in_key_order(snapshot, view), start, limit)
+        chosen, remaining = kubeobjects.page(await kubeobjects.key_ordered(snapshot, view), start, limit)
         token = kubeobjects.continue_token(snapshot.revision, chosen[-1]) if remaining else None
         if token is not None:
             self._keep(snapshot)
@@ -73,16 +74,18 @@ class Lists:
                     group_version=version,
                 ),
             )
-            return SharedBody(body, media_type=formats.JSON)
+            return SharedBody(body, media_type=formats.JSON, lists=self.core.http_lists)
         if media == formats.JSON and not params.flag(request, "pretty"):
             return SharedBody(
-                self._json(snapshot, view, start, limit, chosen, token, remaining), media_type=formats.JSON
+                await self._json(snapshot, view, start, limit, chosen, token, remaining),
+                media_type=formats.JSON,
+                lists=self.core.http_lists,
             )
         listed = kubeobjects.list_object(snapshot.revision, chosen, token, remaining)
         return params.render(request, listed, media)
 
     @staticmethod
-    def _json(
+    async def _json(
         snapshot: Snapshot,
         view: View,
         start: Start,
@@ -93,9 +96,9 @@ class Lists:
     ) -> bytes:
         """Assembled once per (snapshot, view, page): every client listing the same way until the
         next change gets the same bytes object, as on the other surfaces."""
-        return snapshot.memo(
+        return await snapshot.assembled(
             ("kube-list", view.key, start, limit),
-            lambda: kubeobjects.list_bytes(snapshot.revision, chosen, token, remaining),
+            lambda: kubeobjects.list_bytes_sliced(snapshot.revision, chosen, token, remaining),
         )
 
     def snapshot(self, request: Request, token: str | None, limit: int) -> tuple[Snapshot, Start]:

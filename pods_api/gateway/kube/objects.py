@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import platform
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +37,7 @@ from pods_api.core.api.table import (
 )
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import Masked, PodVersion
+from pods_api.core.store.slices import collected, joined
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.gateway.kube.errors import bad_request
 
@@ -107,10 +108,24 @@ def pod_object(pod: Masked, revision: int) -> dict[str, Any]:
 def in_key_order(snapshot: Snapshot, view: View) -> list[PodVersion]:
     """The snapshot's pods in the view, in the API server's order (by namespace, then name),
     computed once per (snapshot, view)."""
-    return snapshot.memo(
-        ("kube-order", view.key),
-        lambda: sorted(view.select(snapshot.pods), key=lambda p: (p.namespace, p.name)),
-    )
+    return snapshot.memo(("kube-order", view.key), lambda: _key_sorted(view.select(snapshot.pods)))
+
+
+async def key_ordered(snapshot: Snapshot, view: View) -> list[PodVersion]:
+    """`in_key_order`, the view's selection made in slices (core/store/slices.py)."""
+
+    async def make() -> list[PodVersion]:
+        return _key_sorted(await collected(view.select(snapshot.pods), _same))
+
+    return await snapshot.assembled(("kube-order", view.key), make)
+
+
+def _key_sorted(pods: Iterable[PodVersion]) -> list[PodVersion]:
+    return sorted(pods, key=lambda p: (p.namespace, p.name))
+
+
+def _same(pod: PodVersion) -> PodVersion:
+    return pod
 
 
 def continue_token(revision: int, after: PodVersion) -> str:
@@ -146,13 +161,27 @@ def page(
 
 def list_bytes(revision: int, pods: Sequence[PodVersion], next_token: str | None, remaining: int) -> bytes:
     """A PodList, assembled from each pod's spliced bytes."""
+    return _list_head(revision, next_token, remaining) + b",".join(_item(p) for p in pods) + b"]}"
+
+
+async def list_bytes_sliced(
+    revision: int, pods: Sequence[PodVersion], next_token: str | None, remaining: int
+) -> bytes:
+    """`list_bytes`, its items made in slices (core/store/slices.py)."""
+    return _list_head(revision, next_token, remaining) + await joined(pods, _item, b",") + b"]}"
+
+
+def _list_head(revision: int, next_token: str | None, remaining: int) -> bytes:
     metadata: dict[str, Any] = {"resourceVersion": str(revision)}
     if next_token is not None:
         metadata["continue"] = next_token
         if remaining:
             metadata["remainingItemCount"] = remaining
-    head = b'{"kind":"PodList","apiVersion":"v1","metadata":%s,"items":[' % orjson.dumps(metadata)
-    return head + b",".join(pod_bytes(p, p.revision) for p in pods) + b"]}"
+    return b'{"kind":"PodList","apiVersion":"v1","metadata":%s,"items":[' % orjson.dumps(metadata)
+
+
+def _item(pod: PodVersion) -> bytes:
+    return pod_bytes(pod, pod.revision)
 
 
 def list_object(revision: int, pods: Sequence[PodVersion], next_token: str | None, remaining: int) -> Any:

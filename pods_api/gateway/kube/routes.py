@@ -265,17 +265,17 @@ class KubeRoutes:
         return Response(orjson.dumps(kubeobjects.API_RESOURCE_LIST), media_type=formats.JSON)
 
     async def all_pods(self, request: Request, call: Call) -> Response:
-        return self._list_or_watch(request, call, None)
+        return await self._list_or_watch(request, call, None)
 
     async def namespaced_pods(self, request: Request, call: Call, namespace: str) -> Response:
-        return self._list_or_watch(request, call, namespace)
+        return await self._list_or_watch(request, call, namespace)
 
-    def _list_or_watch(self, request: Request, call: Call, namespace: str | None) -> Response:
+    async def _list_or_watch(self, request: Request, call: Call, namespace: str | None) -> Response:
         if call.problem is not None:
             raise call.problem
         if call.name == WATCH:
             return watching.respond(self.core, request, call, namespace)
-        return self.lists.respond(request, namespace)
+        return await self.lists.respond(request, namespace)
 
     async def get_pod(self, request: Request, call: Call, namespace: str, name: str) -> Response:
         media = params.accepted(request)

@@ -157,6 +157,34 @@ async def test_a_dropped_watch_resumes_from_the_last_version_without_a_list(
     assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "cache")]
 
 
+async def test_a_drop_after_a_healthy_stretch_backs_off_from_the_start_again(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The failures in a row were counted from zero only after a watch that ended on
+    its timeout, so every drop mid-watch added to the count of the drops before it, however long
+    the watch had worked in between, and a change after the 6th drop was served 17 s late. A
+    watch that delivered for `backoff_reset` since the last failure starts the count again; a
+    drop right after delivering still counts as the next failure (a server dropping every watch
+    at once must not have us spin)."""
+    caplog.set_level(logging.DEBUG, logger="pods_api.sources.apiserver")
+    reset = 0.2
+    await harness.start(source(server, harness, tmp_path, backoff_reset=reset))
+    await server.next_request(watch=True)
+    for round, healthy in enumerate((True, True, True, True, False, False)):
+        server.put(pod(f"p{round}"))
+        assert (await harness.event()).pod.name == f"p{round}"  # the watch delivers
+        if healthy:
+            await asyncio.sleep(reset * 1.5)  # the healthy stretch: a length, not a synchronisation
+        server.drop_watches()
+        await server.next_request(watch=True)  # reconnected
+    counts = [
+        int(r.getMessage().split("failure ")[1].split()[0])
+        for r in caplog.records
+        if "in a row; trying again" in r.getMessage()
+    ]
+    assert counts == [1, 1, 1, 1, 2, 3]
+
+
 async def test_a_corrupt_event_is_an_error_and_the_watch_resumes_before_it(
     server: KubeAPIServer, harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

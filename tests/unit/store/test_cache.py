@@ -269,7 +269,10 @@ async def test_a_watcher_past_capacity_gets_one_event_per_pod_the_newest() -> No
         (EventType.MODIFIED, "1", "Unknown"),
         (EventType.MODIFIED, "0", "Pending"),
     ]
-    assert all(e.coalesced for e in got[5:])
+    # 1 changed once while behind: its published event; 0's two changes: one coalesced event,
+    # at the revision of its newest (where a client resumes from).
+    assert [e.coalesced for e in got[5:]] == [False, True]
+    assert [e.revision for e in got[5:]] == [got[5].pod.revision, cache.revision]
     # The MODIFIED replaces what the client holds, so a selector can judge the transition.
     assert got[6].previous is got[0].pod
     assert hub.coalesced == 1 and hub.dropped == 1
@@ -334,6 +337,101 @@ async def test_a_lagging_watcher_reaches_exactly_the_current_state_under_any_chu
     current = {p.uid: p.json_bytes for p in cache.snapshot().pods}
     assert {uid: p.json_bytes for uid, p in state.items()} == current
     assert hub.coalesced > 1000 and len(cache.hub) == 1
+
+
+class Resumer:
+    """A client that follows a watcher, and checks a resume from the revision of every event it
+    was given: the replay never sends a version older than one it was given, nor a pod after
+    its DELETED unless the pod was added again; and applying it gives exactly the cache's
+    current pods. Added again: an ADDED, or (its ADDED coalesced before the resume point) a
+    version the cache served after the DELETED one."""
+
+    def __init__(self, cache: PodCache, start: list[PodVersion]) -> None:
+        self.cache = cache
+        self.state = {p.uid: p for p in start}
+        self.newest = {p.uid: p.revision for p in start}  # the newest version given, per pod
+        self.deleted: set[str] = set()
+        self.resumes = 0
+
+    def given(
+        self, state: dict[str, PodVersion], newest: dict[str, int], deleted: set[str], e: PodEvent
+    ) -> None:
+        uid = e.pod.uid
+        if uid in deleted and e.type is not EventType.ADDED:
+            assert e.pod.revision > newest[uid], f"{e.type.name} of {uid} after its DELETED"
+        assert e.pod.revision >= newest.get(uid, 0), (
+            f"{e.type.name} of {uid} at revision {e.pod.revision}, older than {newest[uid]} given"
+        )
+        newest[uid] = e.pod.revision
+        if e.type is EventType.DELETED:
+            state.pop(uid, None)
+            deleted.add(uid)
+        else:
+            state[uid] = e.pod
+            deleted.discard(uid)
+
+    def take(self, event: PodEvent) -> None:
+        self.given(self.state, self.newest, self.deleted, event)
+        self.resume_from(event.revision)
+
+    def resume_from(self, revision: int) -> None:
+        replay = self.cache.events_since(revision)
+        assert replay is not None, "the ring holds every event of these tests"
+        state, newest, deleted = dict(self.state), dict(self.newest), set(self.deleted)
+        for event in replay:
+            self.given(state, newest, deleted, event)
+        current = {p.uid: p.json_bytes for p in self.cache.snapshot().pods}
+        assert {uid: p.json_bytes for uid, p in state.items()} == current
+        self.resumes += 1
+
+
+async def test_a_resume_from_a_coalesced_event_never_goes_back_nor_brings_a_deleted_pod_back() -> None:
+    # The reported case: a watcher with a buffer of 4 falls behind while pods are rewritten and one
+    # is deleted, then resumes from the id of each event it got. Before the fix, every coalesced
+    # event carried the revision of the last exact one: the replay sent pod 0's generation 2
+    # after its 5, and a MODIFIED of pod 1 after its DELETED.
+    cache, _ = new_cache(capacity=4)
+    sink = cache.source("a")
+    sink.replace([stored(str(i)) for i in range(3)])
+    start, watcher = cache.watch()
+    client = Resumer(cache, list(start.pods))
+    for gen in range(1, 6):
+        for uid in ("0", "1", "2"):
+            if uid == "1" and gen == 3:
+                sink.delete(uid)
+            elif uid != "1" or gen < 3:
+                sink.upsert(stored(uid, f"Gen{gen}"))
+    got = await taken(watcher)
+    assert any(e.coalesced for e in got)
+    assert [e.revision for e in got] == sorted({e.revision for e in got})  # ids only go forward
+    for event in got:
+        client.take(event)
+    assert client.resumes == len(got)
+
+
+async def test_a_resume_at_every_point_of_a_lagging_watcher_under_any_churn() -> None:
+    # Coalescing, then a resume after any event taken, while the churn goes on between takes.
+    for seed in range(20):
+        rng = random.Random(seed)
+        cache, hub = new_cache(capacity=rng.choice([1, 3, 8]))
+        sink = cache.source("a")
+        sink.replace([stored(str(i)) for i in range(6)])
+        start, watcher = cache.watch()
+        client = Resumer(cache, list(start.pods))
+        live = {p.uid for p in start.pods}
+        for step in range(300):
+            uid = str(rng.randrange(10))
+            if uid in live and rng.random() < 0.3:
+                sink.delete(uid)
+                live.discard(uid)
+            else:
+                sink.upsert(stored(uid, f"Phase{step}"))
+                live.add(uid)
+            if rng.random() < 0.3 and not watcher.caught_up:
+                client.take(await asyncio.wait_for(watcher.get(), 5))
+        for event in await taken(watcher):
+            client.take(event)
+        assert hub.coalesced > 0, seed
 
 
 async def test_a_watcher_that_caught_up_gets_every_event_again() -> None:

@@ -165,16 +165,19 @@ async def test_a_watcher_that_falls_behind_gets_the_newest_version_and_is_not_cu
     await take(frames, 1)  # the start: nothing but the marker
     added, modified = await take(frames, 2)
     assert (added[0], added[3]["status"]["phase"]) == ("ADDED", "Running")
-    # Coalesced: carries the revision the client had every event up to (where to resume).
-    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == ("MODIFIED", added[1], "Pending")
+    # Coalesced: carries its newest version's revision (where to resume: nothing older follows).
+    assert (modified[0], modified[1], modified[3]["status"]["phase"]) == (
+        "MODIFIED",
+        cache.revision,
+        "Pending",
+    )
+    assert modified[1] > added[1]
     watch.close()
 
 
 async def test_a_watcher_behind_gets_the_frame_every_watcher_got_of_a_pod_that_changed_once() -> None:
     """Past its buffer, a watcher's event of a pod that changed once while it was behind is the
-    published event itself on gRPC (whose frames carry no revision): the same bytes as a
-    watcher that kept up got, made once for both. A frame that carries the revision keeps the
-    behind watcher's own (where it may resume from): the test above."""
+    published event itself: the same bytes as a watcher that kept up got, made once for both."""
     cache, streams, _ = setup(capacity=1)
     sink = cache.source("a")
     grpc = watch_encoding(Contract.V1ALPHA1)
@@ -371,13 +374,12 @@ def _pb_frames(kind: EventType, version: PodVersion, view: View, revision: int |
     after=st.lists(_OPS, max_size=25),
     resume=st.booleans(),
     capacity=st.sampled_from([1, 3, 1000]),  # 1 and 3: a watcher behind gets events coalesced
-    shared=st.booleans(),  # frames that carry no revision: a behind watcher shares published ones
 )
 def test_a_client_applying_the_stream_holds_exactly_the_view(
-    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int, shared: bool
+    view: View, before: list[Any], after: list[Any], resume: bool, capacity: int
 ) -> None:
     synced = lambda revision, resumed: orjson.dumps(["SYNCED", resumed])  # noqa: E731
-    encoding = Encoding("pb", _pb_frames, synced, carries_revision=not shared)
+    encoding = Encoding("pb", _pb_frames, synced)
 
     async def scenario() -> None:
         cache, streams, _ = setup(capacity=capacity)
