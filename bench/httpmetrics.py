@@ -126,7 +126,8 @@ def _apps(count: int) -> tuple[dict[str, App], Any, str]:
         return Response(body, media_type="application/json")
 
     async def listing(request: Request) -> Response:
-        return Response(list_body(snapshot, View.EVERYTHING, Format.JSON), media_type="application/json")
+        listed = await list_body(snapshot, View.EVERYTHING, Format.JSON)
+        return Response(listed, media_type="application/json")
 
     async def probe(request: Request) -> Response:
         return PlainTextResponse("ok\n")
@@ -141,7 +142,8 @@ def _apps(count: int) -> tuple[dict[str, App], Any, str]:
         return Response(body, media_type="application/json")
 
     async def fastapi_list() -> Response:
-        return Response(list_body(snapshot, View.EVERYTHING, Format.JSON), media_type="application/json")
+        listed = await list_body(snapshot, View.EVERYTHING, Format.JSON)
+        return Response(listed, media_type="application/json")
 
     through_fastapi = FastAPI()
     through_fastapi.add_api_route("/v1/pods/{uid}", fastapi_get)

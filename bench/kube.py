@@ -13,6 +13,7 @@ list; the ratio to report is ours/floor.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import timeit
 from collections.abc import Callable
@@ -51,7 +52,13 @@ def measure(n: int) -> None:
     snapshot = cache.snapshot()
     pods = sorted(snapshot.pods, key=lambda p: (p.namespace, p.name))
     number = max(1, 20000 // n)
-    floor = best_us(lambda: _make_list(snapshot, View.EVERYTHING, Format.JSON), number) / n
+    # The /v1 List is assembled in slices that yield to the loop: timed on one loop, as served.
+    loop = asyncio.new_event_loop()
+    floor = (
+        best_us(lambda: loop.run_until_complete(_make_list(snapshot, View.EVERYTHING, Format.JSON)), number)
+        / n
+    )
+    loop.close()
     ours = best_us(lambda: kubeobjects.list_bytes(snapshot.revision, pods, None, 0), number) / n
 
     def reencoded() -> bytes:
