@@ -112,6 +112,30 @@ async def test_bridge_serves_upstreams_bytes(tmp_path: Path) -> None:
             await wb.aclose()
 
 
+async def test_a_finished_pod_the_kubelet_lets_go_without_an_event_leaves_the_bridge(tmp_path: Path) -> None:
+    """The kubelet's watch says nothing when a finished pod leaves its List (its manifest removed
+    after the DELETED): the bridge lists again while it holds finished pods and withdraws the
+    pod, which its state surfaces (here PodLookup's watch) are told as a DELETED."""
+    fixtures = copy_examples(tmp_path / "fixtures")
+    web = uid_of(fixtures / WEB)
+    with (
+        serving(tmp_path / "a", "--fixtures", str(fixtures)) as a,
+        serving(tmp_path / "b", "--kubelet-socket", str(a.socket)) as b,
+    ):
+        async with Client(b.socket) as cb:
+            watch = cb.watch(label_selector="app.kubernetes.io/name=web")
+            await snapshot(watch)
+            edit(fixtures / WEB, finish())
+            (modified,) = await next_events(watch, 1)
+            assert modified.type is EventType.MODIFIED
+            assert web in {p.uid for p in await cb.list()}  # finished, still listed
+            (fixtures / WEB).unlink()  # A's kubelet contract sends nothing for it now
+            (gone,) = await next_events(watch, 1)
+            assert (gone.type, gone.pod is not None and gone.pod.uid) == (EventType.DELETED, web)
+            assert web not in {p.uid for p in await cb.list()}
+            await watch.aclose()
+
+
 async def test_bridge_keeps_serving_through_upstream_restart(tmp_path: Path) -> None:
     """A dies: B keeps serving its last state. A comes back with one pod changed, one gone and
     one new: B's watchers see exactly those three events, nothing for the unchanged pods."""
