@@ -141,3 +141,35 @@ def test_only_serve_puts_the_surfaces_and_the_sources_together() -> None:
         if len(joined) > 1:
             mixed[module] = sorted(str(p) for p in joined)
     assert mixed == {}, f"only pods_api.serve may join these: {mixed}"
+
+
+# The design card's top-level names: links into the package, for readers. With pytest's
+# `pythonpath = ["."]` an import by such a spelling would load a second copy of every module it
+# reaches (two caches, two metrics registries, isinstance failing across them).
+LINKS = ("core", "gateway")
+
+
+def _spellings(path: Path) -> list[str]:
+    """The imports in one file that spell a module by a top-level link, with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in LINKS]
+    return found
+
+
+def test_the_top_level_links_point_into_the_package() -> None:
+    for link in LINKS:
+        assert (ROOT / link).is_symlink() and (ROOT / link).resolve() == ROOT / "pods_api" / link
+
+
+def test_nothing_imports_the_package_by_a_link_s_spelling() -> None:
+    files = [p for part in ("pods_api", "tests", "bench", "examples") for p in (ROOT / part).rglob("*.py")]
+    assert len(files) > 100
+    spelled = [s for path in files for s in _spellings(path)]
+    assert not spelled, "import pods_api.* instead of a link's spelling:\n" + "\n".join(spelled)
