@@ -25,9 +25,9 @@ from typing import Any
 
 import grpc
 
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
-from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.store.cache import PodCache
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakecri import FakeRuntime, start

@@ -1,4 +1,7 @@
-"""Regenerate core/api/pb/ from proto/*.proto: `python proto/generate.py`.
+"""Regenerate the generated modules from proto/*.proto: `python proto/generate.py`.
+
+Each file's modules live beside their only user: the CRI's in sources/cri/pb/ (only the CRI
+source speaks it), the others in core/api/pb/.
 
 The modules are committed so that installing pods-api needs no protoc; tests/unit/api/test_proto.py fails
 when they are stale. grpcio-tools is pinned in pyproject.toml because its output differs between
@@ -18,16 +21,33 @@ from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
 PROTO_DIR = Path(__file__).resolve().parent
-DEFAULT_OUT = PROTO_DIR.parent / "pods_api" / "core" / "api" / "pb"
+ROOT = PROTO_DIR.parent
+CORE = "pods_api.core.api.pb"
+# A .proto whose modules belong to one wing, by file stem; every other one goes to CORE.
+HOMES = {"cri_runtime_v1": "pods_api.sources.cri.pb"}
+PACKAGES = (CORE, *HOMES.values())
 
 # protoc writes `import foo_pb2`, which only works with the output folder on sys.path; the
-# modules live in the pods_api.core.api.pb package, so make the imports package-relative.
+# modules live in packages, so import each from its package.
 _IMPORT = re.compile(r"^import (\w+_pb2) as (\w+)$", re.MULTILINE)
 
 
-def generate(out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+def folder(root: Path, package: str) -> Path:
+    return root.joinpath(*package.split("."))
+
+
+def generate(root: Path) -> list[Path]:
+    """Write every package's modules under root (the repository, or a scratch copy's root)."""
     protos = sorted(PROTO_DIR.glob("*.proto"))
+    written: list[Path] = []
+    for package in PACKAGES:
+        mine = [p for p in protos if HOMES.get(p.stem, CORE) == package]
+        written += _generate(folder(root, package), mine)
+    return written
+
+
+def _generate(out: Path, protos: list[Path]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
     args = [
         "grpc_tools.protoc",
         f"-I{PROTO_DIR}",
@@ -44,11 +64,16 @@ def generate(out: Path) -> list[Path]:
     grpc_args = ["grpc_tools.protoc", *args[1:3], f"--grpc_python_out={out}", *services]
     if services and protoc.main(grpc_args) != 0:
         raise SystemExit("protoc failed")
-    written = sorted(p for p in out.iterdir() if p.suffix in (".py", ".pyi") and p.name != "__init__.py")
+    names = {p.stem + suffix for p in protos for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")}
+    written = sorted(p for p in out.iterdir() if p.name in names)
     for path in written:
-        text = path.read_text()
-        path.write_text(_IMPORT.sub(r"from pods_api.core.api.pb import \1 as \2", text))
+        path.write_text(_IMPORT.sub(_package_import, path.read_text()))
     return written
+
+
+def _package_import(match: re.Match[str]) -> str:
+    module, alias = match.groups()
+    return f"from {HOMES.get(module.removesuffix('_pb2'), CORE)} import {module} as {alias}"
 
 
 def _with_services(includes: list[str], protos: list[Path]) -> list[str]:
@@ -64,7 +89,7 @@ def _with_services(includes: list[str], protos: list[Path]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=ROOT, help="the root the packages' folders are under")
     args = parser.parse_args()
     for path in generate(args.out):
         print(path, file=sys.stderr)

@@ -33,7 +33,7 @@ NOT_FOR_FILES = (
     "kubernetes_asyncio",
     "wsproto",
     "websockets",
-    "pods_api.core.api.pb.cri_runtime_v1_pb2",
+    "pods_api.sources.cri.pb.cri_runtime_v1_pb2",
     "pods_api.sources.cri.source",
 )
 

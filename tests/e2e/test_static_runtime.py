@@ -26,7 +26,7 @@ from podwatch import ADDED, DELETED, MODIFIED, SYNCED, Watch, listed
 from serve import serving
 from servers import ManifestServer
 
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
 from pods_api.sources.cri.status import GONE_INIT_MESSAGE, rfc3339
 
 pytestmark = pytest.mark.needs_containerd

@@ -34,8 +34,8 @@ import grpc
 import pytest
 from daemon import Unavailable, spawn, terminate, wait_answering
 
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
-from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 
 IMAGE = "docker.io/local/busybox:1"
 BUSYBOX = Path("/bin/busybox")

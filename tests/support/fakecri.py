@@ -12,8 +12,8 @@ from typing import Any
 
 import grpc
 
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
-from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 
 IMAGE = "registry.example/team/app:1.2.3"
 

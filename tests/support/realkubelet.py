@@ -45,8 +45,8 @@ from gobuild import GO_ROOT, find_go
 from podrecorder import list_pods
 
 from pods_api.core.api.codec import pod_from_bytes
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
-from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 
 MODULE = GO_ROOT / "node"
 # The node name the kubelet is given (--hostname-override); tests/support/serve.py starts

@@ -47,8 +47,6 @@ import grpc
 import orjson
 
 from pods_api.core.api.codec import CodecError
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
-from pods_api.core.api.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.events import Observation
 from pods_api.core.store.identity import CONFIG_SOURCE, SANDBOX_READY, STATIC_CONFIG_SOURCES
@@ -58,6 +56,8 @@ from pods_api.sources.cri import DEFAULT_RELIST, DEFAULT_STATIC_WAIT, source_nam
 from pods_api.sources.cri import status as cristatus
 from pods_api.sources.cri.backoff import CrashLoops
 from pods_api.sources.cri.observed import Observer
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
 from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
 from pods_api.sources.staleness import ConnectedGauge, Staleness, WarnedSink, after_missed
 

@@ -8,6 +8,18 @@ from pathlib import Path
 
 from repo import ROOT
 
+# Where proto/generate.py puts each file's modules: the CRI's beside its only user.
+PB = ("pods_api/core/api/pb", "pods_api/sources/cri/pb")
+
+
+def _generated(root: Path) -> dict[str, str]:
+    return {
+        f"{folder}/{p.name}": p.read_text()
+        for folder in PB
+        for p in (root / folder).iterdir()
+        if p.suffix in (".py", ".pyi") and p.name != "__init__.py"
+    }
+
 
 def test_generated_modules_are_fresh(tmp_path: Path) -> None:
     subprocess.run(
@@ -15,12 +27,7 @@ def test_generated_modules_are_fresh(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    fresh = {p.name: p.read_text() for p in tmp_path.iterdir() if p.suffix in (".py", ".pyi")}
-    committed = {
-        p.name: p.read_text()
-        for p in (ROOT / "pods_api" / "core" / "api" / "pb").iterdir()
-        if p.suffix in (".py", ".pyi") and p.name != "__init__.py"
-    }
+    fresh, committed = _generated(tmp_path), _generated(ROOT)
     assert sorted(fresh) == sorted(committed), "run: python proto/generate.py"
     stale = [name for name in fresh if fresh[name] != committed[name]]
     assert not stale, f"stale generated modules {stale}: run python proto/generate.py"
@@ -43,19 +50,20 @@ def test_every_proto_with_a_service_has_grpc_stubs() -> None:
     """Stubs follow what a file declares, not its name: a new service file gets them too."""
     import importlib
 
-    pb = ROOT / "pods_api" / "core" / "api" / "pb"
-    with_services = set()
-    for path in pb.glob("*_pb2.py"):
-        module = importlib.import_module(f"pods_api.core.api.pb.{path.stem}")
-        if module.DESCRIPTOR.services_by_name:
-            with_services.add(path.stem)
-    assert with_services >= {"pods_v1alpha1_pb2", "pods_doc_pb2"}
-    assert {p.stem.removesuffix("_grpc") for p in pb.glob("*_pb2_grpc.py")} == with_services
+    with_services, stubs = set(), set()
+    for folder in PB:
+        for path in (ROOT / folder).glob("*_pb2.py"):
+            module = importlib.import_module(f"{folder.replace('/', '.')}.{path.stem}")
+            if module.DESCRIPTOR.services_by_name:
+                with_services.add(path.stem)
+        stubs |= {p.stem.removesuffix("_grpc") for p in (ROOT / folder).glob("*_pb2_grpc.py")}
+    assert with_services >= {"pods_v1alpha1_pb2", "pods_doc_pb2", "cri_runtime_v1_pb2"}
+    assert stubs == with_services
 
 
 def test_cri_names_and_numbers_are_the_cri_api() -> None:
     # Taken from k8s.io/cri-api pkg/apis/runtime/v1/api.proto: the same bytes on the wire.
-    from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri
+    from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
 
     assert cri.DESCRIPTOR.package == "runtime.v1"
     assert cri.DESCRIPTOR.services_by_name["RuntimeService"].full_name == "runtime.v1.RuntimeService"

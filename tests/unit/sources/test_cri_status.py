@@ -394,7 +394,7 @@ def test_phase_rules_hold_for_any_pod(
 def test_the_source_only_reads() -> None:
     # It never creates, starts, stops or removes anything: of the RuntimeService's methods, it
     # names only the read ones.
-    from pods_api.core.api.pb import cri_runtime_v1_pb2
+    from pods_api.sources.cri.pb import cri_runtime_v1_pb2
 
     methods = set(cri_runtime_v1_pb2.DESCRIPTOR.services_by_name["RuntimeService"].methods_by_name)
     source = ROOT / "pods_api" / "sources" / "cri" / "source.py"

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from pods_api.core.api.pb import cri_runtime_v1_pb2 as cri__runtime__v1__pb2
+from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri__runtime__v1__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
