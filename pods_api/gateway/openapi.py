@@ -1,8 +1,8 @@
 """The OpenAPI document: FastAPI's, with real Pod/PodList/Error schemas, the event stream
 documented, and FastAPI's 422 (which this API never sends: bad input is a 400) removed.
 
-The committed copy, openapi/openapi.json, is written by `python -m pods_api.gateway.openapi_writer`
-(gateway/openapi_writer.py); tests/unit/gateway/test_openapi.py fails when it differs from what the
+The committed copy, openapi/openapi.json, is written by `python -m pods_api.serve.openapi_writer`
+(serve/openapi_writer.py); tests/unit/gateway/test_openapi.py fails when it differs from what the
 app serves.
 """
 

@@ -21,8 +21,8 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from pods_api.core.assembly import build_core
 from pods_api.core.config import Config
-from pods_api.gateway import openapi_writer
 from pods_api.gateway.app import create_app
+from pods_api.serve import openapi_writer
 
 # The `gateway` and `make_gateway` fixtures.
 
@@ -31,7 +31,7 @@ SCHEMAS = "#/components/schemas/"
 
 
 async def test_committed_document_is_what_the_app_serves(gateway: Gateway) -> None:
-    """Regenerate with `python -m pods_api.gateway.openapi_writer` when this fails."""
+    """Regenerate with `python -m pods_api.serve.openapi_writer` when this fails."""
     served = (await gateway.client.get("/openapi.json")).json()
     committed = COMMITTED.read_text()
     assert json.loads(committed) == served
@@ -40,14 +40,14 @@ async def test_committed_document_is_what_the_app_serves(gateway: Gateway) -> No
 
 
 def test_the_writer_command_checks_the_committed_file(tmp_path: Path) -> None:
-    module = "pods_api.gateway.openapi_writer"
+    module = "pods_api.serve.openapi_writer"
     check = [sys.executable, "-m", module, "--check"]
     assert subprocess.run([*check, str(COMMITTED)], capture_output=True).returncode == 0
     stale = tmp_path / "openapi.json"
     stale.write_text("{}\n")
     result = subprocess.run([*check, str(stale)], capture_output=True, text=True)
     assert result.returncode == 1
-    assert "is stale: run python -m pods_api.gateway.openapi_writer" in result.stderr
+    assert "is stale: run python -m pods_api.serve.openapi_writer" in result.stderr
     subprocess.run([sys.executable, "-m", module, str(stale)], check=True)
     assert stale.read_text() == COMMITTED.read_text()
 

@@ -1,9 +1,9 @@
-"""Writes the committed OpenAPI document: `python -m pods_api.gateway.openapi_writer [PATH]`
+"""Writes the committed OpenAPI document: `python -m pods_api.serve.openapi_writer [PATH]`
 writes openapi/openapi.json; `--check` fails when the committed file is stale.
 
 Apart from gateway/openapi.py, which builds the document for the app that serves it, because
-writing needs an app, and the app needs the document's route documentation: kept in one module,
-the two would import each other.
+writing needs an app built on a Core, and building one is the composition root's job (serve/):
+the gateway describes its routes, it does not assemble a server.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pods_api.gateway.app import create_app
 from pods_api.gateway.openapi import Doc
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
-COMMAND = "python -m pods_api.gateway.openapi_writer"
+COMMAND = "python -m pods_api.serve.openapi_writer"
 
 
 def render(doc: Doc) -> str:
