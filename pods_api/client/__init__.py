@@ -14,7 +14,7 @@
   `label_selector=`/`field_selector=` on `list` and `watch`.
 - `Informer(client)`: list+watch with reconnects, reconciliation without replay, `synced`,
   `state`, handlers or `async for`.
-- Errors (`pods_api.client.errors`): `NotReady`, `RateLimited`, `NotFound`, `InvalidArgument`,
+- Errors (`pods_api.client.exceptions`): `NotReady`, `RateLimited`, `NotFound`, `InvalidArgument`,
   `Unimplemented`, `Unreachable`, `PermissionDenied`, all `PodsAPIError`.
 """
 
@@ -24,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pods_api.client.choices import KUBELET_SOCKET
     from pods_api.client.client import (
         MAX_RECEIVE_BYTES,
         Client,
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
         EventType,
         WatchEvent,
     )
-    from pods_api.client.defaults import KUBELET_SOCKET
-    from pods_api.client.errors import (
+    from pods_api.client.exceptions import (
         InvalidArgument,
         NotFound,
         NotReady,
@@ -74,7 +74,7 @@ __all__ = [
 # Where each public name lives: loaded when first used, so that a command (`pods-api check`)
 # that needs one module of the client does not load every other.
 _HOME = {
-    "KUBELET_SOCKET": "defaults",
+    "KUBELET_SOCKET": "choices",
     **dict.fromkeys(("MAX_RECEIVE_BYTES", "Client", "Contract", "EventType", "WatchEvent"), "client"),
     "Pod": "pod",
     **dict.fromkeys(
@@ -88,7 +88,7 @@ _HOME = {
             "Unimplemented",
             "Unreachable",
         ),
-        "errors",
+        "exceptions",
     ),
     **dict.fromkeys(("Backoff", "Informer", "InformerEvent", "State"), "informer"),
     **dict.fromkeys(("ContainerKind", "Match", "MatchedContainer"), "lookup_client"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from pods_api.client.errors import NotReady, PodsAPIError, RateLimited, Unimplemented
+from pods_api.client.exceptions import NotReady, PodsAPIError, RateLimited, Unimplemented
 from pods_api.client.exitcodes import Exit
 
 # ListPods with only the identity fields (the server keeps them whatever the mask): a count and a

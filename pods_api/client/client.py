@@ -19,8 +19,8 @@ from types import TracebackType
 import grpc
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from pods_api.client.defaults import KUBELET_SOCKET
-from pods_api.client.errors import from_rpc_error
+from pods_api.client.choices import KUBELET_SOCKET
+from pods_api.client.exceptions import from_rpc_error
 from pods_api.client.lookup_client import SERVICE as LOOKUP_SERVICE
 from pods_api.client.lookup_client import Match, lookup_request, matched_container
 from pods_api.client.pod import Pod
@@ -122,7 +122,7 @@ class Client:
     """A Pods API client on one UNIX socket. Use as `async with Client(path) as client:`.
 
     `fields` masks what each pod carries (the server always keeps name, namespace and uid);
-    every method raises the typed errors of `pods_api.client.errors`.
+    every method raises the typed errors of `pods_api.client.exceptions`.
     """
 
     def __init__(

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pods_api.client import kubeconfig
-from pods_api.client.defaults import KUBELET_SOCKET
-from pods_api.client.errors import (
+from pods_api.client.choices import FORMATS, KUBELET_SOCKET, Format
+from pods_api.client.exceptions import (
     InvalidArgument,
     NotFound,
     NotReady,
@@ -30,7 +30,6 @@ from pods_api.client.errors import (
     Unreachable,
 )
 from pods_api.client.exitcodes import HELP, Exit, for_error
-from pods_api.client.formats import FORMATS, Format
 from pods_api.core.argtypes import positive
 
 if TYPE_CHECKING:

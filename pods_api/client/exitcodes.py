@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from pods_api.client.errors import (
+from pods_api.client.exceptions import (
     InvalidArgument,
     NotFound,
     NotReady,

@@ -21,7 +21,7 @@ from enum import Enum
 from types import MappingProxyType, TracebackType
 
 from pods_api.client.client import Client, EventType, WatchEvent
-from pods_api.client.errors import (
+from pods_api.client.exceptions import (
     InvalidArgument,
     NotReady,
     PermissionDenied,

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pods_api.client.choices import Format
 from pods_api.client.client import EventType, WatchEvent
-from pods_api.client.formats import Format
 from pods_api.client.gojson import go_json
 from pods_api.client.pod import Pod
 from pods_api.core.api.messageview import pod_view

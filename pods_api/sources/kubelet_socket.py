@@ -41,7 +41,7 @@ from pathlib import Path
 
 from pods_api.client import Client, EventType, PodsAPIError, State
 from pods_api.client.client import WatchEvent
-from pods_api.client.errors import InvalidArgument, NotFound, Unreachable
+from pods_api.client.exceptions import InvalidArgument, NotFound, Unreachable
 from pods_api.client.informer import Backoff, state_of
 from pods_api.client.pod import Pod
 from pods_api.core.api.codec import CodecError
