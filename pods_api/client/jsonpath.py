@@ -39,7 +39,7 @@ class JSONPathError(ValueError):
 
 
 @dataclass(frozen=True)
-class Field:
+class Child:
     name: str
 
 
@@ -78,7 +78,7 @@ class Literal:
     value: str | bool | int | float
 
 
-Step = Field | Wildcard | Recursive | Slice | Union | Filter | Literal
+Step = Child | Wildcard | Recursive | Slice | Union | Filter | Literal
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ def _field(text: str, pos: int, steps: list[Step]) -> int:
         name.append(text[pos])
         pos += 1
     value = "".join(name)
-    steps.append(Wildcard() if value == "*" else Field(value))
+    steps.append(Wildcard() if value == "*" else Child(value))
     return pos
 
 
@@ -447,7 +447,7 @@ def evaluate(values: list[Any], steps: Sequence[Step]) -> list[Any]:
         if isinstance(step, Literal):
             # A string is text, there even for no input; a number or boolean is one per input.
             values = [step.value] if isinstance(step.value, str) else [step.value for _ in values]
-        elif isinstance(step, Field):
+        elif isinstance(step, Child):
             values = [v[step.name] for v in values if isinstance(v, dict) and step.name in v]
         elif isinstance(step, Wildcard):
             values = [c for v in values if v is not None for c in _children(v)]

@@ -20,7 +20,7 @@ from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.watch import EventType, WatchHub
 from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
 from pods_api.sources.cri.source import CRISource, CRIStatusOverlay, RuntimeView, container_from_status
-from pods_api.sources.cri.status import INIT, REGULAR, Container, Sandbox, State
+from pods_api.sources.cri.status import INIT, REGULAR, Container, ContainerState, Sandbox
 
 SECOND = 1_000_000_000
 UID = "11111111-2222-3333-4444-555555555555"
@@ -32,7 +32,7 @@ def view(*containers: Container, ready: bool = True) -> RuntimeView:
     return RuntimeView("containerd", {UID: [sandbox]}, {UID: list(containers)} if containers else {})
 
 
-def ctr(name: str, state: State, *, kind: str = REGULAR, code: int = 0, at: int = 101) -> Container:
+def ctr(name: str, state: ContainerState, *, kind: str = REGULAR, code: int = 0, at: int = 101) -> Container:
     return Container(
         id=f"{name}-{at}",
         sandbox_id="sb1",
@@ -42,9 +42,9 @@ def ctr(name: str, state: State, *, kind: str = REGULAR, code: int = 0, at: int 
         state=state,
         created_at=at * SECOND,
         started_at=(at + 1) * SECOND,
-        finished_at=(at + 2) * SECOND if state is State.EXITED else 0,
+        finished_at=(at + 2) * SECOND if state is ContainerState.EXITED else 0,
         exit_code=code,
-        reason="Error" if code else ("Completed" if state is State.EXITED else ""),
+        reason="Error" if code else ("Completed" if state is ContainerState.EXITED else ""),
         image="docker.io/library/nginx:1.27",
         image_ref="sha256:abc",
         spec_image="nginx:1.27",
@@ -59,7 +59,7 @@ def clock() -> int:
 
 def test_standalone_pod_from_a_relist_and_the_same_object_when_nothing_changed() -> None:
     source = CRISource(Path("/run/x.sock"), node_name="node-1", clock=clock)
-    relist = view(ctr("init", State.EXITED, kind=INIT, at=100), ctr("main", State.RUNNING))
+    relist = view(ctr("init", ContainerState.EXITED, kind=INIT, at=100), ctr("main", ContainerState.RUNNING))
     (pod,) = source.pods(relist)
     assert pod.json["metadata"]["labels"] == {"app": "web"}
     assert pod.json["spec"]["initContainers"] == [
@@ -72,7 +72,9 @@ def test_standalone_pod_from_a_relist_and_the_same_object_when_nothing_changed()
     ]
     assert pod.json["status"]["podIP"] == "10.0.0.7"
     assert pod.json["status"]["phase"] == "Running"
-    (again,) = source.pods(view(ctr("init", State.EXITED, kind=INIT, at=100), ctr("main", State.RUNNING)))
+    (again,) = source.pods(
+        view(ctr("init", ContainerState.EXITED, kind=INIT, at=100), ctr("main", ContainerState.RUNNING))
+    )
     assert again is pod
 
 
@@ -94,7 +96,7 @@ def test_overlay_statuses_follow_the_owners_spec() -> None:
     overlay = CRIStatusOverlay(Path("/run/x.sock"), clock=clock)
     gate = {"type": "example.com/lb", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     served = {UID: owner("Never", phase="Running", conditions=[gate])}
-    exited = view(ctr("main", State.EXITED, code=3))
+    exited = view(ctr("main", ContainerState.EXITED, code=3))
     statuses = overlay.statuses(exited, served.get)
     status = statuses[UID]
     assert status["phase"] == "Failed"  # restartPolicy Never, from the owner's spec
@@ -111,13 +113,13 @@ def test_overlay_statuses_follow_the_owners_spec() -> None:
 
 def test_the_overlay_never_makes_a_pod_exist() -> None:
     overlay = CRIStatusOverlay(Path("/run/x.sock"), clock=clock)
-    assert overlay.statuses(view(ctr("main", State.RUNNING)), {}.get) == {}
+    assert overlay.statuses(view(ctr("main", ContainerState.RUNNING)), {}.get) == {}
 
 
 def test_a_readiness_gate_the_owner_has_not_set_keeps_ready_false() -> None:
     overlay = CRIStatusOverlay(Path("/run/x.sock"), clock=clock)
     served = {UID: owner("Always", phase="Running")}
-    status = overlay.statuses(view(ctr("main", State.RUNNING)), served.get)[UID]
+    status = overlay.statuses(view(ctr("main", ContainerState.RUNNING)), served.get)[UID]
     ready = {c["type"]: c for c in status["conditions"]}["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "ReadinessGatesNotReady")
 
@@ -127,10 +129,10 @@ def test_a_pod_the_codec_refuses_is_reported_and_keeps_its_last_version() -> Non
     source = CRISource(
         Path("/run/x.sock"), node_name="node-1", clock=clock, on_error=lambda _, e: errors.append(e)
     )
-    (pod,) = source.pods(view(ctr("main", State.RUNNING)))
+    (pod,) = source.pods(view(ctr("main", ContainerState.RUNNING)))
     bad = Container(
         **{
-            **{f: getattr(ctr("main", State.EXITED), f) for f in Container.__slots__},
+            **{f: getattr(ctr("main", ContainerState.EXITED), f) for f in Container.__slots__},
             "ports": ({"containerPort": "eighty"},),
         }
     )
@@ -168,7 +170,7 @@ def test_whatever_a_runtime_reports_in_annotations_reads_without_raising(
     got = container_from_status(listed, cri.ContainerStatusResponse(status=status, info={"info": info}))
     assert got.name == "main" and got.kind in (REGULAR, INIT, "ephemeral")
     assert isinstance(got.restart_count, int) and all(isinstance(p, dict) for p in got.ports)
-    assert got.state in set(State)
+    assert got.state in set(ContainerState)
     assert all(isinstance(c, str) for c in got.command + got.args)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pods_api.sources.cri.status import Container, State
+from pods_api.sources.cri.status import Container, ContainerState
 
 SECOND = 1_000_000_000
 # kubelet.go initialCrashLoopBackOff (ReduceDefaultCrashLoopBackOffDecay is alpha and off).
@@ -57,7 +57,9 @@ class CrashLoops:
         seconds; `containers` is every runtime container by pod UID, from one relist. Only
         exits cost anything: a node of running containers is a dictionary copy per relist."""
         entries = {key: entry for key, entry in self._entries.items() if key[0] in containers}
-        exits = [(uid, c) for uid, items in containers.items() for c in items if c.state is State.EXITED]
+        exits = [
+            (uid, c) for uid, items in containers.items() for c in items if c.state is ContainerState.EXITED
+        ]
         shown: dict[str, int] = {}
         for uid, c in sorted(exits, key=lambda e: (e[1].restart_count, e[1].created_at)):
             key = (uid, c.kind, c.name)

@@ -58,7 +58,7 @@ from pods_api.sources.cri.backoff import CrashLoops
 from pods_api.sources.cri.observed import Observer
 from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
 from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
-from pods_api.sources.cri.status import Container, Sandbox, Shape, SpecContainer, State
+from pods_api.sources.cri.status import Container, ContainerState, Sandbox, Shape, SpecContainer
 from pods_api.sources.staleness import ConnectedGauge, Staleness, WarnedSink, after_missed
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class RuntimeReader:
                 return
             raise
         container = container_from_status(listed, response)
-        if container.state is State.EXITED:
+        if container.state is ContainerState.EXITED:
             # Files on the node's disk: read in a thread, once per exit (the state is final).
             message = await asyncio.to_thread(termination_message, response.status)
             if message:
@@ -199,7 +199,9 @@ def container_from_status(listed: cri.Container, response: cri.ContainerStatusRe
         uid=labels.get(cristatus.POD_UID_LABEL, ""),
         name=labels.get(cristatus.CONTAINER_NAME_LABEL) or status.metadata.name,
         kind=kind if kind in (cristatus.INIT, cristatus.EPHEMERAL) else cristatus.REGULAR,
-        state=State(status.state) if status.state in State._value2member_map_ else State.UNKNOWN,
+        state=ContainerState(status.state)
+        if status.state in ContainerState._value2member_map_
+        else ContainerState.UNKNOWN,
         created_at=status.created_at,
         started_at=status.started_at,
         finished_at=status.finished_at,
@@ -409,7 +411,7 @@ def standalone_pod(
 # -- following the runtime ----------------------------------------------------------------------
 
 
-class _Sink(WarnedSink, Protocol):
+class _RuntimeSink(WarnedSink, Protocol):
     def mark_synced(self) -> None: ...
 
     def observe(self, seen: Observation) -> None: ...
@@ -431,7 +433,7 @@ class StatusSink(WarnedSink, Protocol):
     def observe(self, seen: Observation) -> None: ...
 
 
-S = TypeVar("S", bound=_Sink)
+S = TypeVar("S", bound=_RuntimeSink)
 
 
 class _RuntimeFollower(Generic[S]):

@@ -70,7 +70,7 @@ REGULAR, INIT, EPHEMERAL = "container", "init", "ephemeral"
 KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
 
 
-class State(enum.IntEnum):
+class ContainerState(enum.IntEnum):
     """CRI's ContainerState, same numbers."""
 
     CREATED = 0
@@ -101,7 +101,7 @@ class Container:
     uid: str  # the pod's, from the container's label (the sandbox's when it has none)
     name: str
     kind: str  # REGULAR, INIT or EPHEMERAL
-    state: State
+    state: ContainerState
     created_at: int
     started_at: int = 0
     finished_at: int = 0
@@ -266,11 +266,11 @@ def container_id(runtime: str, cid: str) -> str:
 def _state(c: Container, runtime: str, old: Mapping[str, Any] | None) -> tuple[dict[str, Any], int | None]:
     """A runtime container's state as the API shows it, and a restart count that overrides the
     annotation's (only for a running container the runtime lost)."""
-    if c.state is State.RUNNING:
+    if c.state is ContainerState.RUNNING:
         return {"running": {"startedAt": rfc3339(c.started_at)}}, None
-    if c.state is State.CREATED:
+    if c.state is ContainerState.CREATED:
         return {"waiting": {}}, None  # created but not started: waiting, with no reason
-    if c.state is State.EXITED:
+    if c.state is ContainerState.EXITED:
         terminated: dict[str, Any] = {"exitCode": c.exit_code}
         if c.reason:
             terminated["reason"] = c.reason
@@ -436,9 +436,9 @@ def should_restart(spec: SpecContainer, shape: Shape, c: Container) -> bool:
     """ShouldContainerBeRestarted for a container the runtime has, with ContainerRestartRules
     (Beta, on): the container's own restartPolicy before the pod's. Its restartPolicyRules are
     not followed (the exit codes they name)."""
-    if shape.deleted or c.state is State.RUNNING:
+    if shape.deleted or c.state is ContainerState.RUNNING:
         return False
-    return c.state is not State.EXITED or restartable(spec, shape, c.exit_code)
+    return c.state is not ContainerState.EXITED or restartable(spec, shape, c.exit_code)
 
 
 def container_statuses(
@@ -762,9 +762,9 @@ def transition_time(
             names |= {s.name for s in shape.containers}
         relevant = [c for c in containers if c.kind in kinds and c.name in names]
         if status == "True":
-            times = [c.finished_at if c.state is State.EXITED else c.started_at for c in relevant]
+            times = [c.finished_at if c.state is ContainerState.EXITED else c.started_at for c in relevant]
         else:
-            times = [c.finished_at for c in relevant if c.state is State.EXITED]
+            times = [c.finished_at for c in relevant if c.state is ContainerState.EXITED]
         return max(times, default=0) or first
     return first
 
@@ -874,7 +874,7 @@ def pod_status(
         is_init=True,
         previous=previous.get("initContainerStatuses") or (),
         deleted=shape.deleted,
-        regular_started=any(c.state is not State.CREATED for c in of(REGULAR)),
+        regular_started=any(c.state is not ContainerState.CREATED for c in of(REGULAR)),
         shape=shape,
         back_offs=back_offs,
     )
@@ -887,7 +887,7 @@ def pod_status(
         previous=previous.get("ephemeralContainerStatuses") or (),
         shape=shape,
     )
-    running_anything = any(c.state is State.RUNNING for c in containers)
+    running_anything = any(c.state is ContainerState.RUNNING for c in containers)
     terminal = (newest is None or not newest.ready) and not running_anything and bool(containers)
     # HasAnyActiveRegularContainerStarted: a regular container exists in the newest sandbox.
     initialized = newest is not None and any(c.sandbox_id == newest.id for c in of(REGULAR))

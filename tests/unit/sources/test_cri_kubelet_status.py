@@ -15,10 +15,10 @@ from pods_api.sources.cri.status import (
     INIT,
     REGULAR,
     Container,
+    ContainerState,
     Sandbox,
     Shape,
     SpecContainer,
-    State,
     go_duration,
     pod_status,
     rfc3339,
@@ -36,7 +36,7 @@ def sandbox(ready: bool = True, created: int = 100, sid: str = "sb") -> Sandbox:
 
 def attempt(
     restarts: int,
-    state: State = State.EXITED,
+    state: ContainerState = ContainerState.EXITED,
     *,
     created: int | None = None,
     ran: int = 2,
@@ -56,9 +56,11 @@ def attempt(
         state=state,
         created_at=at * SECOND,
         started_at=(at + 1) * SECOND,
-        finished_at=(at + ran) * SECOND if state is State.EXITED else 0,
-        exit_code=code if state is State.EXITED else 0,
-        reason="Error" if state is State.EXITED and code else ("Completed" if state is State.EXITED else ""),
+        finished_at=(at + ran) * SECOND if state is ContainerState.EXITED else 0,
+        exit_code=code if state is ContainerState.EXITED else 0,
+        reason="Error"
+        if state is ContainerState.EXITED and code
+        else ("Completed" if state is ContainerState.EXITED else ""),
         image="docker.io/library/busybox:1.36",
         image_ref="sha256:abc",
         restart_count=restarts,
@@ -125,7 +127,7 @@ def test_the_same_exit_seen_again_keeps_its_back_off() -> None:
     loops.observe({UID: [attempt(0)]})
     loops.observe({UID: [attempt(1)]})
     assert loops.observe({UID: [attempt(1)]}) == {"main-1": 10}
-    assert loops.observe({UID: [attempt(1), attempt(2, State.RUNNING)]}) == {"main-1": 10}
+    assert loops.observe({UID: [attempt(1), attempt(2, ContainerState.RUNNING)]}) == {"main-1": 10}
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(10, "10s"), (80, "1m20s"), (160, "2m40s"), (300, "5m0s")])
@@ -176,7 +178,7 @@ def test_last_state_is_carried_from_the_previous_status_when_the_runtime_removed
     """RestartAllContainersOnContainerExits (Beta, on): the kubelet keeps the previous exit."""
     exited = attempt(3)
     before = pod_status(web(), [sandbox()], [exited], "containerd", now=NOW, back_offs={exited.id: 40})
-    restarted = attempt(4, State.RUNNING)  # the runtime no longer has main-3
+    restarted = attempt(4, ContainerState.RUNNING)  # the runtime no longer has main-3
     after = pod_status(web(), [sandbox()], [restarted], "containerd", previous=before, now=NOW)
     main = main_status(after)
     assert "running" in main["state"]
@@ -192,7 +194,7 @@ def test_a_first_exit_seen_terminated_becomes_the_next_attempts_last_state() -> 
     before = pod_status(web(), [sandbox()], [first], "containerd", now=NOW)
     assert "terminated" in main_status(before)["state"]  # restarted at once: no back-off
     after = pod_status(
-        web(), [sandbox()], [attempt(1, State.RUNNING)], "containerd", previous=before, now=NOW
+        web(), [sandbox()], [attempt(1, ContainerState.RUNNING)], "containerd", previous=before, now=NOW
     )
     assert main_status(after)["lastState"] == {"terminated": main_status(before)["state"]["terminated"]}
     assert main_status(after)["restartCount"] == 1
@@ -227,7 +229,7 @@ def static_shape(spec: dict[str, Any]) -> Shape:
 
 def test_a_best_effort_pod_repeats_empty_resources() -> None:
     shape = static_shape({"containers": [{"name": "main", "image": "busybox:1.36"}]})
-    status = pod_status(shape, [sandbox()], [attempt(0, State.RUNNING)], "containerd", now=NOW)
+    status = pod_status(shape, [sandbox()], [attempt(0, ContainerState.RUNNING)], "containerd", now=NOW)
     assert (status["qosClass"], status["resources"]) == ("BestEffort", {})
     assert "allocatedResources" not in status
     main = main_status(status)
@@ -241,7 +243,12 @@ def test_a_guaranteed_pod_repeats_its_resources_as_the_runtime_applies_them() ->
         {"containers": [{"name": "main", "image": "busybox:1.36", "resources": {"limits": limits}}]}
     )
     applied = attempt(
-        0, State.RUNNING, cpu_quota=50000, cpu_period=100000, cpu_shares=512, memory_limit=64 * 1024 * 1024
+        0,
+        ContainerState.RUNNING,
+        cpu_quota=50000,
+        cpu_period=100000,
+        cpu_shares=512,
+        memory_limit=64 * 1024 * 1024,
     )
     status = pod_status(shape, [sandbox()], [applied], "containerd", now=NOW)
     assert status["qosClass"] == "Guaranteed"
@@ -341,7 +348,7 @@ def test_pod_ready_to_start_containers_says_why_not(sandboxes: list[Sandbox], me
 def test_condition_times_are_the_runtimes() -> None:
     """The kubelet stamps a condition when the runtime event that changes it happens, not when
     pods-api first looks (`now` is far later)."""
-    running = attempt(0, State.RUNNING, created=110)
+    running = attempt(0, ContainerState.RUNNING, created=110)
     status = pod_status(web(), [sandbox(created=100)], [running], "containerd", now=NOW)
     times = {kind: c["lastTransitionTime"] for kind, c in conditions(status).items()}
     assert times == {
@@ -375,10 +382,10 @@ def test_an_initialized_pod_stays_initialized() -> None:
     pod = Shape(containers=(SpecContainer("main"),), init_containers=(SpecContainer("setup"),))
     setup = attempt(0, name="setup", kind=INIT, code=0)
     first = pod_status(
-        pod, [sandbox()], [setup, attempt(0, State.RUNNING, created=120)], "containerd", now=NOW
+        pod, [sandbox()], [setup, attempt(0, ContainerState.RUNNING, created=120)], "containerd", now=NOW
     )
     assert conditions(first)["Initialized"]["status"] == "True"
-    rerun = attempt(1, State.RUNNING, name="setup", kind=INIT, created=200)
+    rerun = attempt(1, ContainerState.RUNNING, name="setup", kind=INIT, created=200)
     again = pod_status(pod, [sandbox()], [rerun], "containerd", previous=first, now=NOW)
     assert conditions(again)["Initialized"]["status"] == "True"
 

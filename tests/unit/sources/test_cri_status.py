@@ -20,10 +20,10 @@ from pods_api.sources.cri.status import (
     LOST_MESSAGE,
     REGULAR,
     Container,
+    ContainerState,
     Sandbox,
     Shape,
     SpecContainer,
-    State,
     get_phase,
     pod_status,
     qos_class,
@@ -206,7 +206,7 @@ def sandbox(ready: bool = True, created: int = 100, ips: tuple[str, ...] = ()) -
 
 
 def ctr(
-    name: str, state: State, created: int, *, kind: str = REGULAR, code: int = 0, restarts: int = 0
+    name: str, state: ContainerState, created: int, *, kind: str = REGULAR, code: int = 0, restarts: int = 0
 ) -> Container:
     return Container(
         id=f"{name}-{created}",
@@ -216,10 +216,10 @@ def ctr(
         kind=kind,
         state=state,
         created_at=created * SECOND,
-        started_at=(created + 1) * SECOND if state is not State.CREATED else 0,
-        finished_at=(created + 2) * SECOND if state is State.EXITED else 0,
+        started_at=(created + 1) * SECOND if state is not ContainerState.CREATED else 0,
+        finished_at=(created + 2) * SECOND if state is ContainerState.EXITED else 0,
         exit_code=code,
-        reason=("Completed" if code == 0 else "Error") if state is State.EXITED else "",
+        reason=("Completed" if code == 0 else "Error") if state is ContainerState.EXITED else "",
         image="docker.io/library/busybox:1",
         image_ref="sha256:abc",
         restart_count=restarts,
@@ -228,9 +228,9 @@ def ctr(
 
 def test_the_newest_container_is_the_state_and_the_one_before_the_last_state() -> None:
     history = [
-        ctr("main", State.EXITED, 100, code=1, restarts=0),
-        ctr("main", State.EXITED, 110, code=2, restarts=1),
-        ctr("main", State.RUNNING, 120, restarts=2),
+        ctr("main", ContainerState.EXITED, 100, code=1, restarts=0),
+        ctr("main", ContainerState.EXITED, 110, code=2, restarts=1),
+        ctr("main", ContainerState.RUNNING, 120, restarts=2),
     ]
     status = pod_status(shape("main"), [sandbox()], history, "containerd", now=NOW)
     (main,) = status["containerStatuses"]
@@ -252,7 +252,10 @@ def test_containers_not_created_yet_wait_with_the_kubelets_reasons() -> None:
 
 
 def test_incomplete_init_containers_are_named() -> None:
-    containers = [ctr("i1", State.EXITED, 100, kind=INIT), ctr("i2", State.RUNNING, 110, kind=INIT)]
+    containers = [
+        ctr("i1", ContainerState.EXITED, 100, kind=INIT),
+        ctr("i2", ContainerState.RUNNING, 110, kind=INIT),
+    ]
     status = pod_status(shape("a", init=("i1", "i2", "i3")), [sandbox()], containers, "containerd", now=NOW)
     initialized = {c["type"]: c for c in status["conditions"]}["Initialized"]
     assert (initialized["status"], initialized["reason"]) == ("False", "ContainersNotInitialized")
@@ -262,7 +265,10 @@ def test_incomplete_init_containers_are_named() -> None:
 
 def test_ephemeral_containers_have_their_own_list() -> None:
     pod = Shape(containers=(SpecContainer("a"),), ephemeral_containers=(SpecContainer("debug"),))
-    containers = [ctr("a", State.RUNNING, 100), ctr("debug", State.RUNNING, 120, kind=EPHEMERAL)]
+    containers = [
+        ctr("a", ContainerState.RUNNING, 100),
+        ctr("debug", ContainerState.RUNNING, 120, kind=EPHEMERAL),
+    ]
     status = pod_status(pod, [sandbox()], containers, "cri-o", now=NOW)
     assert [s["containerID"] for s in status["ephemeralContainerStatuses"]] == ["cri-o://debug-120"]
 
@@ -279,7 +285,7 @@ def test_pod_ips_come_from_the_newest_ready_sandbox_ipv4_first() -> None:
 
 
 def test_probe_results_and_foreign_conditions_in_previous_are_kept() -> None:
-    containers = [ctr("a", State.RUNNING, 100)]
+    containers = [ctr("a", ContainerState.RUNNING, 100)]
     previous = {
         "containerStatuses": [running("a", containerID="containerd://a-100", ready=False, started=True)],
         "conditions": [{"type": "example.com/gate", "status": "True", "lastTransitionTime": NOW}],
@@ -295,7 +301,7 @@ def test_probe_results_and_foreign_conditions_in_previous_are_kept() -> None:
 
 def test_a_readiness_gate_without_its_condition_keeps_the_pod_unready() -> None:
     pod = Shape(containers=(SpecContainer("a"),), readiness_gates=("example.com/lb",))
-    status = pod_status(pod, [sandbox()], [ctr("a", State.RUNNING, 100)], "containerd", now=NOW)
+    status = pod_status(pod, [sandbox()], [ctr("a", ContainerState.RUNNING, 100)], "containerd", now=NOW)
     ready = {c["type"]: c for c in status["conditions"]}["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "ReadinessGatesNotReady")
     assert (
@@ -305,7 +311,7 @@ def test_a_readiness_gate_without_its_condition_keeps_the_pod_unready() -> None:
 
 def test_a_running_container_the_runtime_lost_is_terminated_and_counted() -> None:
     previous = {"containerStatuses": [running("a", containerID="containerd://a-100", restartCount=4)]}
-    lost = [ctr("a", State.UNKNOWN, 100, restarts=4)]
+    lost = [ctr("a", ContainerState.UNKNOWN, 100, restarts=4)]
     status = pod_status(shape("a"), [sandbox()], lost, "containerd", previous=previous, now=NOW)
     (a,) = status["containerStatuses"]
     assert a["state"]["terminated"]["reason"] == "ContainerStatusUnknown"
@@ -346,7 +352,7 @@ def runtime_pods(draw: st.DrawFn) -> tuple[Shape, list[Sandbox], list[Container]
     containers = [
         ctr(
             draw(st.sampled_from(names + inits)),
-            draw(st.sampled_from(list(State))),
+            draw(st.sampled_from(list(ContainerState))),
             at,
             code=draw(st.integers(0, 3)),
             restarts=draw(st.integers(0, 5)),
@@ -464,7 +470,7 @@ def test_a_running_container_the_runtime_lost_ended_unknown_and_restarted() -> N
     before = pod_status(
         shape("a", "b"),
         [sandbox()],
-        [ctr("a", State.RUNNING, 101), ctr("b", State.EXITED, 101)],
+        [ctr("a", ContainerState.RUNNING, 101), ctr("b", ContainerState.EXITED, 101)],
         "containerd",
         now=NOW,
     )
@@ -485,8 +491,8 @@ def test_a_running_container_the_runtime_lost_ended_unknown_and_restarted() -> N
 def test_a_completed_init_container_is_ready_a_failed_one_not() -> None:
     """convertToAPIContainerStatuses: a non-restartable init container exited 0 is ready."""
     containers = [
-        ctr("setup", State.EXITED, 101, kind=INIT),
-        ctr("check", State.EXITED, 102, kind=INIT, code=1),
+        ctr("setup", ContainerState.EXITED, 101, kind=INIT),
+        ctr("check", ContainerState.EXITED, 102, kind=INIT, code=1),
     ]
     status = pod_status(
         shape("main", init=("setup", "check")), [sandbox()], containers, "containerd", now=NOW
@@ -500,7 +506,7 @@ def test_a_failed_pods_readiness_says_pod_failed() -> None:
     status = pod_status(
         shape("a", policy="Never"),
         [sandbox(ready=False)],
-        [ctr("a", State.EXITED, 101, code=2)],
+        [ctr("a", ContainerState.EXITED, 101, code=2)],
         "containerd",
         now=NOW,
     )
@@ -560,7 +566,7 @@ def test_a_running_containers_resources_user_and_mounts() -> None:
             ],
         }
     )
-    c = ctr("a", State.RUNNING, 101)
+    c = ctr("a", ContainerState.RUNNING, 101)
     applied = Container(
         **{
             **{f: getattr(c, f) for f in c.__slots__},
@@ -613,7 +619,11 @@ def test_an_init_container_gone_while_the_regular_ones_run_completed() -> None:
     has (garbage collected) in a pod whose regular containers have started is terminated
     Completed, so the pod is Running and Initialized, not Pending (Init:0/1)."""
     status = pod_status(
-        shape("main", init=("setup",)), [sandbox()], [ctr("main", State.RUNNING, 105)], "containerd", now=NOW
+        shape("main", init=("setup",)),
+        [sandbox()],
+        [ctr("main", ContainerState.RUNNING, 105)],
+        "containerd",
+        now=NOW,
     )
     (setup,) = status["initContainerStatuses"]
     assert (
