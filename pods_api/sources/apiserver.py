@@ -39,7 +39,7 @@ from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.firstseen import CONFIG_SEEN, stamp_time
-from pods_api.sources.loader import Reporter
+from pods_api.sources.reporting import Reporter
 from pods_api.sources.staleness import ConnectedGauge, Staleness
 from pods_api.sources.staticpod import CONFIG_SOURCE
 

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from pods_api.core.store.cache import SourceSink
-from pods_api.sources import ErrorCounter
+from pods_api.sources import ErrorCounter, ManifestError
 from pods_api.sources.dirscan import DirectoryScan, shown_name
 from pods_api.sources.dirwatch import DirectoryWatch
 from pods_api.sources.firstseen import FirstSeen
-from pods_api.sources.loader import ManifestError, Reporter, unique_pods
+from pods_api.sources.reporting import Reporter, unique_pods
 from pods_api.sources.workers import Decoder
 
 # Listings per scan when files vanish between listing and reading: a rename or two in flight;

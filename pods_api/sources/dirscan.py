@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import workers
+from pods_api.sources import ManifestError, workers
 from pods_api.sources.firstseen import FirstSeen
-from pods_api.sources.loader import ManifestError, describe_os_error, read_manifest
+from pods_api.sources.reading import describe_os_error, read_manifest
 from pods_api.sources.workers import Decoder, Outcome
 
 # A file modified this recently may be written again within the same mtime tick (coarse kernel

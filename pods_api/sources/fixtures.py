@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
-from pods_api.sources.loader import FIXTURE_FORMAT, ManifestError, decode_pod, locate, pod_objects
+from pods_api.sources.parsing import FIXTURE_FORMAT, decode_pod, locate, pod_objects
 
 # Relist this often even without a change notice: the safety net for filesystems that send none
 # (network filesystems, some bind mounts). Notices make edits show within a second.

@@ -14,7 +14,7 @@ from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
 from pods_api.sources.firstseen import FirstSeen
-from pods_api.sources.loader import MANIFEST_FILE_FORMAT, pod_objects
+from pods_api.sources.parsing import MANIFEST_FILE_FORMAT, pod_objects
 from pods_api.sources.staticpod import StaticPodRules
 
 # The kubelet's --file-check-frequency default: how often it re-lists the directory.

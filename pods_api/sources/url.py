@@ -20,9 +20,9 @@ from pathlib import Path
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
+from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext, connected_gauge
 from pods_api.sources.firstseen import FirstSeen
-from pods_api.sources.loader import MANIFEST_URL_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
+from pods_api.sources.parsing import MANIFEST_URL_FORMAT, pod_objects
 from pods_api.sources.poller import (
     FETCH_DEADLINE,
     Poller,
@@ -31,6 +31,7 @@ from pods_api.sources.poller import (
     read_header_files,
     shown_url,
 )
+from pods_api.sources.reporting import Reporter, unique_pods
 from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 from pods_api.sources.staticpod import StaticPodRules
 

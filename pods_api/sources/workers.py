@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources.loader import ManifestError
+from pods_api.sources import ManifestError
 
 log = logging.getLogger(__name__)
 

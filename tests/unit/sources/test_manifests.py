@@ -17,8 +17,8 @@ from sourceharness import Harness, by_name, dump, harness_fixture, write  # noqa
 
 import pods_api.sources.dirwatch
 from pods_api.core.store.watch import EventType
-from pods_api.sources.loader import MAX_MANIFEST_BYTES
 from pods_api.sources.manifests import ManifestDirSource
+from pods_api.sources.reading import MAX_MANIFEST_BYTES
 from pods_api.sources.staticpod import CONFIG_HASH, CONFIG_SEEN, CONFIG_SOURCE
 
 NODE = "Node-1"  # mixed case: the kubelet lowercases it in pod names only
