@@ -127,6 +127,24 @@ def test_alias_bombs_and_loops_are_refused(text: str) -> None:
         parse_documents(text.encode(), "bomb.yaml")
 
 
+def test_an_alias_bomb_in_a_document_pyyaml_constructs_is_refused() -> None:
+    """A document with an explicit tag the direct construction leaves to PyYAML's own, whose
+    aliases it does not see one by one."""
+    laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)
+    )
+    with pytest.raises(ManifestError, match="YAML aliases are expanded"):
+        parse_documents(("odd: !!set {a: null}\n" + laughs).encode(), "bomb.yaml")
+
+
+def test_aliases_within_reason_are_kept_as_written() -> None:
+    """A probe shared by two containers, as PyYAML dumps shared objects: its values are counted,
+    and the pod is what the YAML says."""
+    text = "a: &p {path: /healthz, port: 8080}\nb: *p\nc: &s long\nd: [*s, *s]\n"
+    (doc,) = parse_documents(text.encode(), "f.yaml")
+    assert doc == {"a": {"path": "/healthz", "port": 8080}, "b": doc["a"], "c": "long", "d": ["long", "long"]}
+
+
 # ---------------------------------------------------------------------------------------------
 # hostile nesting: the error path itself must never raise
 
