@@ -1,6 +1,6 @@
 """The W4 fan-out floor, in its own process: the least any file-fed watch server does.
 
-watchfiles on the directory with pods-api's debounce and step (pods_api/sources/directory.py);
+watchfiles on the directory with pods-api's debounce and step (pods_api/sources/dirwatch.py);
 for each changed file, read that file only, make one WatchPodsEvent frame and one SSE frame of
 its bytes (once, shared by every watcher), and hand them to every watcher's queue. Watchers are
 bare grpc.aio streaming calls (identity serializers: the frame is pre-encoded bytes) and bare
@@ -28,7 +28,7 @@ from starlette.routing import Route
 from watchfiles import awatch
 
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as api
-from pods_api.sources.directory import DEBOUNCE_MS, STEP_MS
+from pods_api.sources.dirwatch import DEBOUNCE_MS, STEP_MS
 
 GRPC_SYNCED = api.WatchPodsEvent(type="INITIAL_SYNC_COMPLETE").SerializeToString()
 SSE_SYNCED = b"retry: 1000\n\nevent: INITIAL_SYNC_COMPLETE\ndata: {}\n\n"

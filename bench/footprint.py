@@ -29,7 +29,7 @@ from bench import pods
 from bench.heapdump import proc_memory
 from bench.server import CHANNEL_OPTIONS, serving, until_serving
 from pods_api.serve.heap import TRIM_EVERY
-from pods_api.sources.loader import MAX_MANIFEST_BYTES
+from pods_api.sources.reading import MAX_MANIFEST_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from apiserver import KubeAPIServer

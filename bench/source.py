@@ -32,7 +32,7 @@ from watchfiles import awatch
 from bench import pods
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.watch import EventType, WatchHub
-from pods_api.sources.directory import DEBOUNCE_MS, STEP_MS
+from pods_api.sources.dirwatch import DEBOUNCE_MS, STEP_MS
 from pods_api.sources.manifests import ManifestDirSource
 
 _STAMP = re.compile(rb"generation-(\d+)")

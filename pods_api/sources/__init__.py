@@ -44,6 +44,7 @@ from pods_api.core.store.source import ErrorCounter, Source, SourceContext, Stat
 __all__ = [
     "CanOverlay",
     "ErrorCounter",
+    "ManifestError",
     "Source",
     "SourceContext",
     "SourceModule",
@@ -51,6 +52,17 @@ __all__ = [
     "configures_static_pods",
     "connected_gauge",
 ]
+
+
+class ManifestError(Exception):
+    """An input (a file, an HTTP body, a pod in it) that gives no pods: what reading and parsing
+    raise, and a source keeps its last good state on. `str()` is one line: where, then what is
+    wrong."""
+
+    def __init__(self, origin: str, problem: str) -> None:
+        super().__init__(f"{origin}: {problem}")
+        self.origin = origin
+        self.problem = problem
 
 
 @runtime_checkable

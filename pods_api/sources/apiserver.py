@@ -38,9 +38,10 @@ from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
-from pods_api.sources.loader import Reporter
+from pods_api.sources.firstseen import CONFIG_SEEN, stamp_time
+from pods_api.sources.reporting import Reporter
 from pods_api.sources.staleness import ConnectedGauge, Staleness
-from pods_api.sources.staticpod import CONFIG_SEEN, CONFIG_SOURCE, rfc3339_nano
+from pods_api.sources.staticpod import CONFIG_SOURCE
 
 if TYPE_CHECKING:
     # Imported where used: kubernetes_asyncio loads every generated API model (~44 MiB resident),
@@ -430,7 +431,7 @@ class APIServerSource:
         annotations = annotations if isinstance(annotations, dict) else {}
         if MIRROR_ANNOTATION in annotations:
             return obj
-        seen = self._seen.setdefault(uid, rfc3339_nano(time.time_ns()))
+        seen = self._seen.setdefault(uid, stamp_time(time.time_ns()))
         added = {**annotations, CONFIG_SOURCE: "api", CONFIG_SEEN: seen}
         return {**obj, "metadata": {**meta, "annotations": added}}
 

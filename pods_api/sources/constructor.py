@@ -74,13 +74,19 @@ _SCALARS: dict[str, _Construct] = {
 }
 
 
+_NOT_MADE = object()  # a scalar node not met before (None is a value)
+
+
 class _Unusual(Exception):
     """The node tree holds something `build` leaves to PyYAML."""
 
 
-def load_all(text: bytes) -> list[Any]:
+def load_all(text: bytes, aliased: list[Any] | None = None) -> list[Any]:
     """Every document of a YAML stream, as `yaml.load_all(text, Loader=Loader)` gives them;
-    raises what it raises (yaml.YAMLError, RecursionError)."""
+    raises what it raises (yaml.YAMLError, RecursionError). With `aliased`, the value of every
+    alias met as written (`*a`: once per occurrence, aliases within its value not again) is
+    appended to it, and a whole document where PyYAML's constructor made it: what the values
+    beyond those written come from, for the alias guard (parsing.py)."""
     loader = Loader(text)
     try:
         docs = []
@@ -88,39 +94,53 @@ def load_all(text: bytes) -> list[Any]:
             node = loader.get_node()
             assert node is not None  # check_node said there is one
             try:
-                docs.append(build(loader, node))
+                docs.append(build(loader, node, aliased))
             except (_Unusual, ValueError, TypeError, KeyError, AttributeError):
                 # A scalar that does not fit its tag (`!!int yes`): PyYAML's own constructor
                 # says so in its own words, which differ between PyYAML releases.
                 docs.append(loader.construct_document(node))
+                if aliased is not None:
+                    aliased.append(docs[-1])  # its aliases were not seen: count it all
         return docs
     finally:
         loader.dispose()
 
 
-def build(loader: Loader, root: Node) -> Any:
+def build(loader: Loader, root: Node, aliased: list[Any] | None = None) -> Any:
     """The value of a document's node tree; raises _Unusual for what it leaves to PyYAML. An
     alias is the same object wherever it appears, as in PyYAML (the alias guard relies on
-    seeing it so, and a mapping may hold itself)."""
+    seeing it so, and a mapping may hold itself); with `aliased`, each alias's value met as
+    written is appended to it."""
     made: dict[Node, Any] = {}
     try:
-        return _value(loader, root, made, 0)
+        return _value(loader, root, made, 0, aliased)
     finally:
         made.clear()  # a mapping that holds itself is a cycle through `made` until then
 
 
-def _value(loader: Loader, node: Node, made: dict[Node, Any], depth: int) -> Any:
+def _value(loader: Loader, node: Node, made: dict[Node, Any], depth: int, aliased: list[Any] | None) -> Any:
     # A module function, not a closure: a closure that calls itself is a reference cycle, and
     # would leave every node tree to the cyclic garbage collector (measured: 20% of a load).
     if node.__class__ is ScalarNode:
+        if aliased is not None:  # scalars are remembered too, to see their aliases
+            done = made.get(node, _NOT_MADE)
+            if done is not _NOT_MADE:
+                aliased.append(done)
+                return done
         if node.tag == _STR_TAG:
-            return node.value
-        scalar = _SCALARS.get(node.tag)
-        if scalar is None:
-            raise _Unusual
-        return scalar(loader, node)
+            value = node.value
+        else:
+            scalar = _SCALARS.get(node.tag)
+            if scalar is None:
+                raise _Unusual
+            value = scalar(loader, node)
+        if aliased is not None:
+            made[node] = value
+        return value
     done = made.get(node)
     if done is not None:
+        if aliased is not None:
+            aliased.append(done)
         return done
     if depth > _FAST_DEPTH:
         raise _Unusual
@@ -130,11 +150,12 @@ def _value(loader: Loader, node: Node, made: dict[Node, Any], depth: int) -> Any
         for key_node, value_node in node.value:
             if key_node.__class__ is not ScalarNode:
                 raise _Unusual  # PyYAML's error if unhashable; `<<` and `=` have tags of their own
-            mapping[_value(loader, key_node, made, depth)] = _value(loader, value_node, made, depth + 1)
+            key = _value(loader, key_node, made, depth, aliased)
+            mapping[key] = _value(loader, value_node, made, depth + 1, aliased)
         return mapping
     if node.__class__ is SequenceNode and node.tag == _SEQ_TAG:
         sequence: list[Any] = []
         made[node] = sequence
-        sequence.extend([_value(loader, item, made, depth + 1) for item in node.value])
+        sequence.extend([_value(loader, item, made, depth + 1, aliased) for item in node.value])
         return sequence
     raise _Unusual

@@ -6,14 +6,13 @@ Edits are served within a second; a file that stops parsing keeps its last good 
 from __future__ import annotations
 
 import argparse
-import functools
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext
+from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
-from pods_api.sources.loader import FIXTURE_FORMAT, ManifestError, decode_pod, locate, pod_objects
+from pods_api.sources.parsing import FIXTURE_FORMAT, decode_pod, locate, pod_objects
 
 # Relist this often even without a change notice: the safety net for filesystems that send none
 # (network filesystems, some bind mounts). Notices make edits show within a second.
@@ -23,22 +22,11 @@ RELIST_SECONDS = 30.0
 _EDITOR_SUFFIXES = ("~", ".swp", ".swo", ".swx", ".tmp", ".bak")
 
 
-class FixturesSource(DirectorySource):
-    def __init__(self, path: Path, *, on_error: ErrorCounter | None = None) -> None:
-        self.name = f"fixtures:{path}"
-        super().__init__(path, resync=RELIST_SECONDS, on_error=on_error)
+@dataclass(frozen=True, slots=True)
+class FixtureDecoder:
+    """A fixture file's bytes to its pods, served as written: a pure function of the bytes."""
 
-    def _ignored(self, filename: str) -> bool:
-        return (
-            filename.startswith((".", "#"))  # dotfiles, emacs' .#lock and #autosave#
-            or filename.endswith(_EDITOR_SUFFIXES)
-            or filename == "4913"  # vim's probe for whether it may write the directory
-        )
-
-    def _worker_factory(self) -> Callable[[], FixturesSource]:
-        return functools.partial(FixturesSource, self.path)
-
-    def _decode(self, origin: str, data: bytes, warnings: list[str]) -> list[PodVersion]:
+    def decode(self, origin: str, data: bytes, warnings: list[str]) -> list[PodVersion]:
         pods = []
         for where, obj in pod_objects(data, origin, FIXTURE_FORMAT):
             pod = decode_pod(obj, where, origin, warnings)
@@ -49,6 +37,19 @@ class FixturesSource(DirectorySource):
                 raise ManifestError(origin, locate(where, "metadata.name is required"))
             pods.append(pod)
         return pods
+
+
+class FixturesSource(DirectorySource):
+    def __init__(self, path: Path, *, on_error: ErrorCounter | None = None) -> None:
+        self.name = f"fixtures:{path}"
+        super().__init__(path, FixtureDecoder(), resync=RELIST_SECONDS, on_error=on_error)
+
+    def ignored(self, filename: str) -> bool:
+        return (
+            filename.startswith((".", "#"))  # dotfiles, emacs' .#lock and #autosave#
+            or filename.endswith(_EDITOR_SUFFIXES)
+            or filename == "4913"  # vim's probe for whether it may write the directory
+        )
 
 
 SOURCE_FLAGS: tuple[str, ...] = ("--fixtures DIR",)

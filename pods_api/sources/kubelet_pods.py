@@ -30,17 +30,11 @@ import orjson
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
-from pods_api.sources.loader import (
-    KUBELET_FORMAT,
-    ManifestError,
-    Reporter,
-    decode_pod,
-    describe_os_error,
-    pod_objects,
-    unique_pods,
-)
+from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext, connected_gauge
+from pods_api.sources.parsing import KUBELET_FORMAT, decode_pod, pod_objects
 from pods_api.sources.poller import FETCH_DEADLINE, Poller, PollError, parse_url, redacted
+from pods_api.sources.reading import describe_os_error
+from pods_api.sources.reporting import Reporter, unique_pods
 from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 
 if TYPE_CHECKING:

@@ -5,20 +5,39 @@ reads and changes them; the rules themselves are in `staticpod.py`.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pods_api.core import argtypes
 from pods_api.core.store.pod import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
-from pods_api.sources.loader import MANIFEST_FILE_FORMAT, pod_objects
+from pods_api.sources.firstseen import FirstSeen
+from pods_api.sources.parsing import MANIFEST_FILE_FORMAT, pod_objects
 from pods_api.sources.staticpod import StaticPodRules
 
 # The kubelet's --file-check-frequency default: how often it re-lists the directory.
 DEFAULT_RESYNC = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestDecoder:
+    """A manifest file's bytes to its static pod, as the kubelet's file source makes it: a pure
+    function of the bytes and the node name (workers.py runs it in other processes too); the
+    pod's config.seen is left to the source (firstseen.py)."""
+
+    node_name: str
+
+    def decode(self, origin: str, data: bytes, warnings: list[str]) -> list[PodVersion]:
+        rules = StaticPodRules(self.node_name, config_source="file")
+        # The kubelet hashes the file's path into the uid: the same pod in another file is
+        # another pod. An absolute path keeps uids stable whatever the working directory.
+        source_id = os.path.abspath(origin)
+        return [
+            rules.build(obj, where, origin, source_id, warnings)
+            for where, obj in pod_objects(data, origin, MANIFEST_FILE_FORMAT)
+        ]
 
 
 class ManifestDirSource(DirectorySource):
@@ -39,40 +58,9 @@ class ManifestDirSource(DirectorySource):
         on_error: ErrorCounter | None = None,
     ) -> None:
         self.name = f"manifests:{path}"
-        self._rules = StaticPodRules(node_name, config_source="file")
-        super().__init__(path, resync=resync, on_error=on_error)
-
-    def _decode(self, origin: str, data: bytes, warnings: list[str]) -> list[PodVersion]:
-        # The kubelet hashes the file's path into the uid: the same pod in another file is
-        # another pod. An absolute path keeps uids stable whatever the working directory.
-        source_id = os.path.abspath(origin)
-        return [
-            self._rules.build(obj, where, origin, source_id, warnings)
-            for where, obj in pod_objects(data, origin, MANIFEST_FILE_FORMAT)
-        ]
-
-    def _served(self, pods: list[PodVersion]) -> None:
-        self._rules.retain({pod.uid for pod in pods})
-
-    def _worker_factory(self) -> Callable[[], ManifestDirSource]:
-        return functools.partial(ManifestDirSource, self.path, node_name=self._rules.node_name)
-
-    def worker_state(self) -> dict[str, str]:
-        return self._rules.take_seen()
-
-    def worker_sync(self) -> dict[str, str]:
-        # Every pod's first-seen time, so a churn worker decoding a served pod again gives the
-        # same bytes: ~40 bytes a pod pickled (0.4 ms for 5,000), once a scan, only while the
-        # files churn.
-        return self._rules.seen()
-
-    def apply_sync(self, state: object) -> None:
-        assert isinstance(state, dict)
-        self._rules.start_from(state)
-
-    def _adopt(self, state: object) -> None:
-        assert isinstance(state, dict)
-        self._rules.adopt_seen(state)
+        self.first_seen = FirstSeen()
+        decoder = ManifestDecoder(node_name)
+        super().__init__(path, decoder, resync=resync, on_error=on_error, first_seen=self.first_seen)
 
 
 SOURCE_FLAGS: tuple[str, ...] = ("--manifests DIR",)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pods_api.sources.loader import MAX_MANIFEST_BYTES
+from pods_api.sources.reading import MAX_MANIFEST_BYTES
 
 if TYPE_CHECKING:
     # Imported where used: httpx and what it loads (its CLI's click, rich and pygments when they

@@ -7,7 +7,8 @@
     is stable across restarts and changes when the pod does (an edit is a new pod);
   - name `<name>-<node name>`, namespace `default` if empty, spec.nodeName;
   - annotations kubernetes.io/config.hash (the uid), config.source (file or http) and
-    config.seen (when this uid was first seen; kept for as long as the uid is served);
+    config.seen (`firstseen.PLACEHOLDER` here: decoding keeps no state, and the source's
+    process stamps when the uid was first seen, as the kubelet's merge does: firstseen.py);
   - files only: a toleration of every NoExecute taint, so node problems do not evict it;
   - status.phase Pending: the config source sets it, overriding any status in the file.
 Before any of that, the API's v1 defaulting (defaults.py), as the kubelet's decoder applies it.
@@ -17,19 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Collection, Mapping
 from typing import Any
 
 from pods_api.core.api.codec import CodecError, pod_to_message
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.store.pod import PodVersion
+from pods_api.sources import ManifestError
 from pods_api.sources.defaults import apply_pod_defaults
-from pods_api.sources.loader import ManifestError, locate
+from pods_api.sources.firstseen import CONFIG_SEEN as CONFIG_SEEN
+from pods_api.sources.firstseen import PLACEHOLDER
+from pods_api.sources.parsing import locate
 
 CONFIG_HASH = "kubernetes.io/config.hash"
 CONFIG_SOURCE = "kubernetes.io/config.source"
-CONFIG_SEEN = "kubernetes.io/config.seen"
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -41,13 +42,12 @@ _NO_EXECUTE_TOLERATION = k8s_core_v1_pb2.Toleration(operator="Exists", effect="N
 
 
 class StaticPodRules:
-    """The kubelet's checks and changes for pods from one config source ("file" or "http")."""
+    """The kubelet's checks and changes for pods from one config source ("file" or "http"):
+    configuration only, so the same pod always gives the same bytes, in any process."""
 
     def __init__(self, node_name: str, *, config_source: str) -> None:
         self.node_name = node_name
         self.config_source = config_source
-        self._seen: dict[str, str] = {}  # uid -> config.seen, while the uid is served
-        self._given: Collection[str] = ()  # in a worker: the uids whose times the source gave
 
     def build(
         self, obj: dict[str, Any], where: str, origin: str, source_id: str, warnings: list[str]
@@ -73,32 +73,6 @@ class StaticPodRules:
         self._apply_defaults(pod, uid)
         return PodVersion.from_message(pod)
 
-    def take_seen(self) -> dict[str, str]:
-        """When each uid decoded since the last call was first seen, forgetting it: what a
-        worker process (workers.py) hands back to the source's own rules (less the times the
-        source gave it, which it has)."""
-        seen = {uid: when for uid, when in self._seen.items() if uid not in self._given}
-        self._seen, self._given = {}, ()
-        return seen
-
-    def seen(self) -> dict[str, str]:
-        """Every served uid's first-seen time (a copy): what a churn worker starts each chunk from."""
-        return dict(self._seen)
-
-    def start_from(self, seen: dict[str, str]) -> None:
-        """In a worker, before a chunk: the source's first-seen times are the only ones."""
-        self._seen, self._given = seen, frozenset(seen)
-
-    def adopt_seen(self, seen: Mapping[str, str]) -> None:
-        """Keep another process's first-seen times, so that the source's own next decode of
-        the same pod gives the same bytes (not a MODIFIED)."""
-        for uid, when in seen.items():
-            self._seen.setdefault(uid, when)
-
-    def retain(self, uids: Collection[str]) -> None:
-        """Forget when pods no longer served were first seen: if one comes back it is new."""
-        self._seen = {uid: seen for uid, seen in self._seen.items() if uid in uids}
-
     def _generate_uid(self, pod: k8s_core_v1_pb2.Pod, source_id: str) -> str:
         # The kubelet: a hash of the decoded pod, then "host:<node>file:<path>" or "url:<url>".
         # Its hash is over Go's in-memory dump of the pod, which cannot be reproduced here; this
@@ -122,8 +96,7 @@ class StaticPodRules:
         spec.nodeName = self.node_name
         meta.annotations[CONFIG_HASH] = uid
         meta.annotations[CONFIG_SOURCE] = self.config_source
-        # Kept per uid: a fresh time on every resync would make every resync a MODIFIED.
-        meta.annotations[CONFIG_SEEN] = self._seen.setdefault(uid, rfc3339_nano(time.time_ns()))
+        meta.annotations[CONFIG_SEEN] = PLACEHOLDER  # the source stamps it (firstseen.py)
         if self.config_source == "file":
             _add_or_update_toleration(spec, _NO_EXECUTE_TOLERATION)
         pod.status.phase = "Pending"
@@ -325,10 +298,3 @@ def _add_or_update_toleration(spec: k8s_core_v1_pb2.PodSpec, toleration: k8s_cor
             found = True
     if not found:
         spec.tolerations.append(toleration)
-
-
-def rfc3339_nano(ns: int) -> str:
-    """Go's time.RFC3339Nano in UTC, as the kubelet writes config.seen: trailing zeros dropped."""
-    seconds, nanos = divmod(ns, 1_000_000_000)
-    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + fraction + "Z"

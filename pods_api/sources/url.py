@@ -20,8 +20,9 @@ from pathlib import Path
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.pod import PodVersion
-from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
-from pods_api.sources.loader import MANIFEST_URL_FORMAT, ManifestError, Reporter, pod_objects, unique_pods
+from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext, connected_gauge
+from pods_api.sources.firstseen import FirstSeen
+from pods_api.sources.parsing import MANIFEST_URL_FORMAT, pod_objects
 from pods_api.sources.poller import (
     FETCH_DEADLINE,
     Poller,
@@ -30,6 +31,7 @@ from pods_api.sources.poller import (
     read_header_files,
     shown_url,
 )
+from pods_api.sources.reporting import Reporter, unique_pods
 from pods_api.sources.staleness import ConnectedGauge, Staleness, after_missed
 from pods_api.sources.staticpod import StaticPodRules
 
@@ -63,6 +65,7 @@ class ManifestURLSource:
         self._staleness = Staleness(self.name, stale_after=resync, on_connected=on_connected)
         self._staleness.upstream = self._poller.shown
         self._rules = StaticPodRules(node_name, config_source="http")
+        self._first_seen = FirstSeen()
         self._reporter = Reporter(self.name, on_error)
         self._body: bytes | None = None  # the last good body
         self._pods: list[PodVersion] = []  # from it
@@ -95,8 +98,9 @@ class ManifestURLSource:
                 self._reporter.report([str(exc)], self._problems[1])
                 self._staleness.failed(str(exc))
                 return False
+            pods = self._first_seen.stamp(pods)
+            self._first_seen.retain({pod.uid for pod in pods})
             self._body, self._pods, self._problems = body, pods, (duplicates, warnings)
-            self._rules.retain({pod.uid for pod in pods})
         self._reporter.report(*self._problems)
         # Every good poll, changed or not: the cache ignores what it has, and takes a pod it
         # refused earlier because another source held its uid, once that uid is free.

@@ -14,9 +14,11 @@ then keeps one worker for that source: started once `CHURN_FILES` files were dec
 the steady state's memory is unchanged; a churning one pays one worker's RSS (BENCHMARKS.md,
 "Memory per source").
 
-A worker that cannot start or dies leaves its files to the calling thread: the result is the
-same, only slower. A ManifestError is part of a file's outcome, as in the thread; any other
-exception from a decode propagates, as in the thread.
+Decoding is a pure function of a file's bytes (`Decoder`): a worker gets a copy of the source's
+decoder once, then chunks of (origin, bytes), and hands back only their outcomes; nothing flows
+between the processes otherwise. A worker that cannot start or dies leaves its files to the
+calling thread: the result is the same, only slower. A ManifestError is part of a file's
+outcome, as in the thread; any other exception from a decode propagates, as in the thread.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from pods_api.core.store.pod import PodVersion
+from pods_api.sources import ManifestError
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +66,20 @@ Item = tuple[str, bytes]  # (origin, bytes read)
 
 
 class Decoder(Protocol):
-    def decode_file(self, origin: str, data: bytes) -> Outcome: ...
+    """A pure function from one file's bytes to its pods, the same in any process: it holds only
+    its configuration, is picklable (a worker gets a copy), and keeps no state between calls.
+    Raises ManifestError for bytes that give no pods."""
 
-    def worker_state(self) -> Any:
-        """What decoding left behind since the last call that the source must adopt (or None);
-        called in a worker after each chunk."""
+    def decode(self, origin: str, data: bytes, warnings: list[str]) -> list[PodVersion]: ...
 
-    def apply_sync(self, state: Any) -> None:
-        """In a worker, before a chunk: what the source's `worker_sync()` gave (not None)."""
+
+def outcome(decoder: Decoder, origin: str, data: bytes) -> Outcome:
+    """One file's pods and warnings, or why it gives none."""
+    warnings: list[str] = []
+    try:
+        return decoder.decode(origin, data, warnings), warnings, None
+    except ManifestError as exc:
+        return [], [], str(exc)
 
 
 class WorkerFailed(Exception):
@@ -78,9 +87,9 @@ class WorkerFailed(Exception):
 
 
 class Worker:
-    """One worker process: a decoder made by `factory`, then chunks in and outcomes out."""
+    """One worker process: a copy of the decoder, then chunks in and outcomes out."""
 
-    def __init__(self, factory: Callable[[], Decoder]) -> None:
+    def __init__(self, decoder: Decoder) -> None:
         # Not multiprocessing: it would import the server's main module in each worker, and
         # leave a resource-tracker process behind for the server's lifetime.
         # -P: `-m` would otherwise put the working directory first on sys.path, and a root
@@ -93,20 +102,20 @@ class Worker:
             raise WorkerFailed(f"cannot start a decoding worker ({exc})") from None
         self.pid = self._proc.pid
         try:
-            self._send(factory)
+            self._send(decoder)
         except WorkerFailed:
             self.close()
             raise
 
-    def decode(self, chunk: list[Item], sync: Any = None) -> tuple[list[Outcome], Any]:
-        """The chunk's outcomes and the decoder's `worker_state()`; raises WorkerFailed."""
-        self._send((chunk, sync))
+    def decode(self, chunk: list[Item]) -> list[Outcome]:
+        """The chunk's outcomes; raises WorkerFailed."""
+        self._send(chunk)
         assert self._proc.stdout is not None
         try:
-            outcomes, state = pickle.load(self._proc.stdout)
+            outcomes: list[Outcome] = pickle.load(self._proc.stdout)
         except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:  # ValueError: closed
             raise WorkerFailed(f"a decoding worker failed ({exc!r})") from None
-        return outcomes, state
+        return outcomes
 
     def _send(self, message: object) -> None:
         assert self._proc.stdin is not None
@@ -134,14 +143,10 @@ class Churn:
     """One source's decoding of its changes: in its thread, or in a worker kept while its files
     churn. Used from the source's scanning thread only (scans never overlap)."""
 
-    def __init__(
-        self,
-        name: str,
-        factory: Callable[[], Decoder] | None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, name: str, decoder: Decoder, clock: Callable[[], float] = time.monotonic) -> None:
         self._name = name
-        self._factory = factory
+        self._decoder = decoder
+        self._usable = True  # False once a worker failed to start or died: not tried again
         self._clock = clock
         self._worker: Worker | None = None
         self._decoded: collections.deque[tuple[float, int]] = collections.deque()  # (when, files)
@@ -151,11 +156,8 @@ class Churn:
     def worker_pid(self) -> int | None:
         return None if self._worker is None else self._worker.pid
 
-    def decode(
-        self, items: Sequence[Item], local: Decoder, adopt: Callable[[Any], None], sync: Callable[[], Any]
-    ) -> list[Outcome]:
-        """Each item's outcome, in order; `sync()` is what the worker's decoder needs to decode
-        as `local` does (`apply_sync`), and its `worker_state()` goes to `adopt`."""
+    def decode(self, items: Sequence[Item]) -> list[Outcome]:
+        """Each item's outcome, in order."""
         now = self._clock()
         self._expire(now)
         if items:
@@ -165,34 +167,31 @@ class Churn:
             self._start()
         worker = self._worker  # once: a stopping source closes it from the loop's thread
         if worker is None or not items:
-            return [local.decode_file(origin, data) for origin, data in items]
+            return [outcome(self._decoder, origin, data) for origin, data in items]
         try:
-            outcomes, state = worker.decode(list(items), sync())
+            return worker.decode(list(items))
         except WorkerFailed as exc:
             # Not started again: a worker that dies (the OOM killer, a limit) would die again.
             log.warning("%s; the source's thread decodes its changes from now on", exc)
-            self._factory = None
+            self._usable = False
             self.close()
-            return [local.decode_file(origin, data) for origin, data in items]
-        adopt(state)
-        return outcomes
+            return [outcome(self._decoder, origin, data) for origin, data in items]
 
     def _churning(self, now: float) -> bool:
         while self._decoded and now - self._decoded[0][0] > CHURN_WINDOW:
             self._decoded.popleft()
-        if self._factory is None or worker_count() == 0:
+        if not self._usable or worker_count() == 0:
             return False
         return sum(n for _, n in self._decoded) >= CHURN_FILES
 
     def _start(self) -> None:
-        assert self._factory is not None
         try:
-            self._worker = Worker(self._factory)
+            self._worker = Worker(self._decoder)
             pid = self._worker.pid
             log.info("pod source %s: its files churn; decoding in worker process %d", self._name, pid)
         except WorkerFailed as exc:
             log.warning("%s; the source's thread decodes its changes", exc)
-            self._factory = None  # not again: a worker that cannot start will not start later
+            self._usable = False  # not again: a worker that cannot start will not start later
 
     def _expire(self, now: float) -> None:
         if self._worker is not None and now - self._last > KEEP_SECONDS:
@@ -213,43 +212,30 @@ def worker_count() -> int:
     return max(0, min(MAX_WORKERS, cores - 1))
 
 
-def decode(
-    items: Sequence[Item],
-    local: Decoder,
-    factory: Callable[[], Decoder] | None,
-    adopt: Callable[[Any], None],
-) -> list[Outcome]:
-    """Each item's outcome, in order. With a picklable `factory` (making, in a worker, a decoder
-    equal to `local`) and enough items, part of them are decoded in worker processes, and each
-    worker's `worker_state()` is handed to `adopt` before the outcomes are returned."""
-    workers = worker_count() if factory is not None else 0
+def decode(items: Sequence[Item], decoder: Decoder) -> list[Outcome]:
+    """Each item's outcome, in order. With enough items, part of them are decoded in worker
+    processes, each running a copy of `decoder`: the outcomes are the same wherever they are
+    made, since decoding is a pure function of the bytes."""
+    workers = worker_count()
     if workers == 0 or len(items) < BULK_FILES:
-        return [local.decode_file(origin, data) for origin, data in items]
-    assert factory is not None
+        return [outcome(decoder, origin, data) for origin, data in items]
     chunks = [list(items[i : i + CHUNK_FILES]) for i in range(0, len(items), CHUNK_FILES)]
     results: list[list[Outcome] | None] = [None] * len(chunks)
-    states = _share(chunks, results, local, factory, workers)
-    for state in states:
-        adopt(state)
+    _share(chunks, results, decoder, workers)
     out: list[Outcome] = []
     for chunk, result in zip(chunks, results, strict=True):
         # A chunk a worker did not finish (it failed to start, or died) is decoded here.
-        out += result if result is not None else [local.decode_file(o, d) for o, d in chunk]
+        out += result if result is not None else [outcome(decoder, o, d) for o, d in chunk]
     return out
 
 
 def _share(
-    chunks: list[list[Item]],
-    results: list[list[Outcome] | None],
-    local: Decoder,
-    factory: Callable[[], Decoder],
-    workers: int,
-) -> list[Any]:
+    chunks: list[list[Item]], results: list[list[Outcome] | None], decoder: Decoder, workers: int
+) -> None:
     """Workers take chunks from the back, this thread from the front, until they meet; each
-    worker is fed by a thread of its own. Returns the workers' states."""
+    worker is fed by a thread of its own."""
     todo = collections.deque(enumerate(chunks))
     lock = threading.Lock()
-    states: list[Any] = []
 
     def take(back: bool) -> tuple[int, list[Item]] | None:
         with lock:
@@ -259,15 +245,14 @@ def _share(
 
     def feed(job: tuple[int, list[Item]] | None) -> None:
         try:
-            worker = Worker(factory)
+            worker = Worker(decoder)
         except WorkerFailed as exc:
             log.warning("%s; decoding in the source's thread", exc)
             return
         try:
             while job is not None:
                 index, chunk = job
-                results[index], state = worker.decode(chunk)
-                states.append(state)
+                results[index] = worker.decode(chunk)
                 job = take(back=True)
         except WorkerFailed as exc:
             log.warning("%s; the source's thread decodes its files", exc)
@@ -285,28 +270,24 @@ def _share(
     try:
         while (job := take(back=False)) is not None:
             index, chunk = job
-            results[index] = [local.decode_file(o, d) for o, d in chunk]
+            results[index] = [outcome(decoder, o, d) for o, d in chunk]
     finally:
         with lock:
             todo.clear()  # an exception here: the feeders stop after their current chunk
         for feeder in feeders:
             feeder.join()
-    return states
 
 
 def _serve() -> None:
-    """A worker: a factory, then chunks, from stdin; each chunk's outcomes to stdout."""
+    """A worker: a decoder, then chunks, from stdin; each chunk's outcomes to stdout."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    decoder: Decoder = pickle.load(stdin)()
+    decoder: Decoder = pickle.load(stdin)
     while True:
         try:
-            chunk, sync = pickle.load(stdin)
+            chunk = pickle.load(stdin)
         except EOFError:
             return
-        if sync is not None:
-            decoder.apply_sync(sync)
-        outcomes = [decoder.decode_file(origin, data) for origin, data in chunk]
-        pickle.dump((outcomes, decoder.worker_state()), stdout)
+        pickle.dump([outcome(decoder, origin, data) for origin, data in chunk], stdout)
         stdout.flush()
 
 

@@ -811,7 +811,8 @@ def test_head_answers_as_get_without_a_body_on_every_route(tmp_path: Path, fixtu
 
 def test_a_yaml_alias_bomb_in_bytes_is_refused_before_it_becomes_a_pod() -> None:
     """Few values, each a long string: counting values let a 100 KB file become a 20 MB pod."""
-    from pods_api.sources.loader import MAX_EXPANDED_BYTES, ManifestError, parse_documents
+    from pods_api.sources import ManifestError
+    from pods_api.sources.parsing import MAX_EXPANDED_BYTES, parse_documents
 
     text = (
         "a: &a "

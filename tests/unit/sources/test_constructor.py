@@ -178,14 +178,16 @@ def test_every_yaml_file_in_the_repository_and_the_benchmark_pods() -> None:
     ["a: !!int yes\n", "a: !!timestamp soon\n", "a: !!float x\n"],
 )
 def test_a_value_that_does_not_fit_its_tag_is_a_clear_error(text: str) -> None:
-    from pods_api.sources.loader import ManifestError, parse_documents
+    from pods_api.sources import ManifestError
+    from pods_api.sources.parsing import parse_documents
 
     with pytest.raises(ManifestError, match=r"^f\.yaml: not valid YAML: a value does not fit its tag \("):
         parse_documents(text.encode(), "f.yaml")
 
 
 def test_many_values_without_aliases_are_still_counted() -> None:
-    from pods_api.sources.loader import MAX_EXPANDED_VALUES, ManifestError, parse_documents
+    from pods_api.sources import ManifestError
+    from pods_api.sources.parsing import MAX_EXPANDED_VALUES, parse_documents
 
     text = "a: [" + "0, " * (MAX_EXPANDED_VALUES + 1) + "]\n"  # no `&`, but over the value limit
     with pytest.raises(ManifestError, match="YAML aliases are expanded"):

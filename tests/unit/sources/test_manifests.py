@@ -15,10 +15,10 @@ import pytest
 from builders import pod
 from sourceharness import Harness, by_name, dump, harness_fixture, write  # noqa: F401
 
-import pods_api.sources.directory
+import pods_api.sources.dirwatch
 from pods_api.core.store.watch import EventType
-from pods_api.sources.loader import MAX_MANIFEST_BYTES
 from pods_api.sources.manifests import ManifestDirSource
+from pods_api.sources.reading import MAX_MANIFEST_BYTES
 from pods_api.sources.staticpod import CONFIG_HASH, CONFIG_SEEN, CONFIG_SOURCE
 
 NODE = "Node-1"  # mixed case: the kubelet lowercases it in pod names only
@@ -478,7 +478,7 @@ async def test_the_resync_relists_without_change_notices(
 
         return never()
 
-    monkeypatch.setattr(pods_api.sources.directory, "awatch", deaf)
+    monkeypatch.setattr(pods_api.sources.dirwatch, "awatch", deaf)
     await start(harness, tmp_path, resync=0.1)
 
     write(tmp_path / "web.yaml", dump(pod("web")))

@@ -1,23 +1,16 @@
-"""Reading manifests: bytes from a file (or an HTTP body) to pod objects, with errors that name the
-file and the problem in one line.
+"""Parsing manifests: bytes (of a file, or an HTTP body) to pod objects, with errors that name
+where and what in one line.
 
-    read_manifest(path, within=dir) -> bytes | None     None: the file is gone
+    parse_documents(data, origin) -> [doc]               JSON or YAML, its non-empty documents
     pod_objects(data, origin, fmt) -> [(label, obj)]     each Pod object and where it sits
-    unique_pods(groups, by_name=...) -> pods, problems   drop a second claim to a uid (or name)
-    Reporter                                             logs and counts each problem once
+    decode_pod(obj, where, origin, warnings) -> pod      a pod object as a PodVersion
 
 Every failure is a ManifestError; the sources keep the file's last good pods when they get one.
 """
 
 from __future__ import annotations
 
-import errno
-import logging
-import os
-import stat
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,28 +19,10 @@ import yaml
 from pods_api.core.api.codec import CodecError
 from pods_api.core.api.status import quote
 from pods_api.core.store.pod import MAX_POD_BYTES, PodVersion
-from pods_api.sources import ErrorCounter, constructor
-
-log = logging.getLogger(__name__)
-
-# The kubelet's maxConfigLength: a pod manifest is kilobytes, so a file this big is a mistake
-# (a log or an image dropped in the directory), not a pod.
-MAX_MANIFEST_BYTES = 10 * 1024 * 1024
-_READ_CHUNK = 1 << 16
-# Reads of a file that is swapped while being opened, before giving up: one swap is an editor's
-# save; one after another means something rewrites it constantly.
-_READ_ATTEMPTS = 3
+from pods_api.sources import ManifestError, constructor
+from pods_api.sources.reading import MAX_MANIFEST_BYTES
 
 _UTF8_BOM = b"\xef\xbb\xbf"
-
-
-class ManifestError(Exception):
-    """An input that gives no pods. `str()` is one line: where, then what is wrong."""
-
-    def __init__(self, origin: str, problem: str) -> None:
-        super().__init__(f"{origin}: {problem}")
-        self.origin = origin
-        self.problem = problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,90 +45,6 @@ MANIFEST_URL_FORMAT = Format(list_kinds=frozenset({"PodList"}), multi_document=F
 FIXTURE_FORMAT = Format(list_kinds=frozenset({"PodList", "List"}), multi_document=True)
 
 
-# ---------------------------------------------------------------------------------------------
-# files
-
-
-def read_manifest(path: Path, *, within: str | None) -> bytes | None:
-    """The bytes of one manifest file; None when it no longer exists (removed since the listing).
-
-    `within` is the real path of the directory the file was listed in: a symlink resolving
-    outside it is refused. Special files (FIFOs, devices, directories) are refused without
-    blocking, and so is anything over MAX_MANIFEST_BYTES.
-    """
-    origin = str(path)
-    for _ in range(_READ_ATTEMPTS):
-        if within is not None:
-            _check_inside(path, within, origin)  # before opening: never open what is outside
-        try:
-            # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            if os.path.lexists(path):
-                raise ManifestError(origin, "dangling symlink") from None
-            return None
-        except OSError as exc:
-            raise ManifestError(origin, describe_os_error(exc)) from None
-        try:
-            # Again after opening, on what was opened: the symlink may have been swapped between
-            # the check and the open, and a file from outside must never become "last good".
-            if within is None or _check_inside(path, within, origin, opened=fd):
-                return _read_regular(fd, origin)
-        finally:
-            os.close(fd)
-    raise ManifestError(origin, "kept changing while being read")
-
-
-def _check_inside(path: Path, within: str, origin: str, opened: int | None = None) -> bool:
-    """Raise if `path` resolves outside `within`; with `opened`, also whether that fd is still
-    the file `path` resolves to (False: it changed in between; read again)."""
-    target = os.path.realpath(path)
-    if os.path.commonpath([within, target]) != within:
-        raise ManifestError(origin, f"symlink points out of the directory (to {target}); not read")
-    if opened is None:
-        return True
-    try:
-        now = os.stat(target)
-    except OSError:
-        return False
-    then = os.fstat(opened)
-    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)
-
-
-def _read_regular(fd: int, origin: str) -> bytes:
-    info = os.fstat(fd)
-    if stat.S_ISDIR(info.st_mode):
-        raise ManifestError(origin, "is a directory; manifest directories are not read recursively")
-    if not stat.S_ISREG(info.st_mode):
-        raise ManifestError(origin, "not a regular file (a FIFO, socket or device?)")
-    if info.st_size > MAX_MANIFEST_BYTES:
-        raise ManifestError(origin, f"{info.st_size} bytes is over the {MAX_MANIFEST_BYTES} byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_MANIFEST_BYTES:  # it grew after the fstat
-                raise ManifestError(origin, f"over the {MAX_MANIFEST_BYTES} byte limit")
-    except OSError as exc:
-        raise ManifestError(origin, describe_os_error(exc)) from None
-    return b"".join(chunks)
-
-
-def describe_os_error(exc: OSError) -> str:
-    """An OSError as a short reason, without the path (the caller names the file)."""
-    if exc.errno == errno.EACCES:
-        return "permission denied"
-    if exc.errno == errno.ELOOP:
-        return "too many levels of symbolic links (a symlink loop?)"
-    return exc.strerror or str(exc)
-
-
-# ---------------------------------------------------------------------------------------------
-# documents
-
-
 # Values a YAML document may hold once its aliases are expanded. A 10 MiB PodList of real pods
 # holds a few hundred thousand; more is an alias bomb or a loop (what Go's YAML decoder refuses
 # as "excessive aliasing"), and walking it would take the source's time without bound.
@@ -165,6 +56,10 @@ MAX_EXPANDED_BYTES = MAX_MANIFEST_BYTES
 # Without an anchor there is no alias, and without aliases a document holds at most one value per
 # byte of text and no more text than the file: within both limits, so a file under
 # MAX_EXPANDED_VALUES bytes without `&` is not walked (the walk was 6% of a manifest's decode).
+# With aliases, what a document holds beyond its text is what its aliases expand to: only their
+# values are walked, against what the limits leave beside the text (the whole document is walked
+# only when that conservative sum is over: a manifest's probe shared by two containers is a few
+# values, where the whole walk was 5% of its decode).
 _ANCHOR = b"&"
 
 
@@ -178,8 +73,9 @@ def parse_documents(data: bytes, origin: str) -> list[Any]:
             return [orjson.loads(stripped)]
         except orjson.JSONDecodeError as exc:
             json_error = f"not valid JSON: {exc}"  # YAML flow style also starts so; try that first
+    aliased: list[Any] | None = [] if _ANCHOR in text else None
     try:
-        docs = [doc for doc in constructor.load_all(text) if doc is not None]
+        docs = [doc for doc in constructor.load_all(text, aliased) if doc is not None]
     except yaml.YAMLError as exc:
         raise ManifestError(origin, json_error or _yaml_problem(exc)) from None
     except RecursionError:
@@ -188,7 +84,10 @@ def parse_documents(data: bytes, origin: str) -> list[Any]:
         # What PyYAML's constructors raise for a value that does not fit its explicit tag
         # (`!!int yes`, `!!timestamp soon`).
         raise ManifestError(origin, f"not valid YAML: a value does not fit its tag ({exc})") from None
-    if _ANCHOR in text or len(text) > MAX_EXPANDED_VALUES:
+    within = len(text) <= MAX_EXPANDED_VALUES
+    if not within or (
+        aliased and _over(aliased, MAX_EXPANDED_VALUES - len(text), MAX_EXPANDED_BYTES - len(text))
+    ):
         for doc in docs:
             _check_expansion(doc, origin)
     return docs
@@ -198,15 +97,20 @@ def _check_expansion(doc: Any, origin: str) -> None:
     """Refuse a document whose aliases expand beyond reason, or that refers to itself: YAML
     aliases share one object, so `[*a, *a, ...]` nested a few levels is small to load but
     enormous (or endless) to walk, and every reader of the pod walks it."""
-    budget, size = MAX_EXPANDED_VALUES, 0
-    stack = [doc]
+    problem = _over([doc], MAX_EXPANDED_VALUES, MAX_EXPANDED_BYTES)
+    if problem is not None:
+        raise ManifestError(origin, problem)
+
+
+def _over(values: list[Any], max_values: int, max_bytes: int) -> str | None:
+    """What is over, walking `values` with their aliases expanded (None: within both limits)."""
+    budget, size = max_values, 0
+    stack = list(values)
     while stack:
         value = stack.pop()
         budget -= 1
         if budget < 0:
-            raise ManifestError(
-                origin, f"over {MAX_EXPANDED_VALUES} values once YAML aliases are expanded (or an alias loop)"
-            )
+            return f"over {MAX_EXPANDED_VALUES} values once YAML aliases are expanded (or an alias loop)"
         if isinstance(value, dict):
             stack.extend(value.values())
             size += sum(len(key) for key in value if isinstance(key, str))
@@ -214,10 +118,9 @@ def _check_expansion(doc: Any, origin: str) -> None:
             stack.extend(value)
         elif isinstance(value, str):
             size += len(value)
-        if size > MAX_EXPANDED_BYTES:
-            raise ManifestError(
-                origin, f"over {MAX_EXPANDED_BYTES} bytes of text once YAML aliases are expanded"
-            )
+        if size > max_bytes:
+            return f"over {MAX_EXPANDED_BYTES} bytes of text once YAML aliases are expanded"
+    return None
 
 
 # libyaml 0.2.5 as PyYAML >= 6.0.4 builds it refuses deep nesting itself, before any value is
@@ -316,71 +219,3 @@ def _join(where: str, step: str) -> str:
 def _type_name(value: Any) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
-
-
-# ---------------------------------------------------------------------------------------------
-# combining files, reporting
-
-
-def unique_pods(
-    groups: Iterable[tuple[str, list[PodVersion]]], *, by_name: bool, last_wins: bool = False
-) -> tuple[list[PodVersion], list[str]]:
-    """All pods of (origin, pods) groups, in order, keeping the first claim to each uid (and, when
-    `by_name`, to each namespace/name, as the kubelet does for static pods), or with `last_wins`
-    the last (the kubelet's file source: a store keyed by namespace/name, filled in file name
-    order); problems name both."""
-    pods: list[PodVersion] = []
-    problems: list[str] = []
-    uids: dict[str, str] = {}
-    names: dict[tuple[str, str], str] = {}
-    ordered = list(groups)
-    if last_wins:
-        ordered = [(origin, group[::-1]) for origin, group in reversed(ordered)]
-    for origin, group in ordered:
-        for pod in group:
-            key = (pod.namespace, pod.name)
-            first = uids.get(pod.uid) or (names.get(key) if by_name else None)
-            if first is not None:
-                what = f"uid {pod.uid}" if pod.uid in uids else f"name {pod.namespace}/{pod.name}"
-                problems.append(
-                    f"{origin}: pod {pod.namespace}/{pod.name} ignored: {what} is already served from {first}"
-                )
-                continue
-            uids[pod.uid] = names[key] = origin
-            pods.append(pod)
-    return (pods[::-1] if last_wins else pods), problems
-
-
-class Reporter:
-    """Logs each distinct problem once while it lasts (not on every resync) and counts it once.
-
-    A source hands over every problem it currently sees with `report(errors, warnings)`; the
-    ones it did not report last time are logged and, for errors, passed to `on_error`.
-    """
-
-    def __init__(self, source: str, on_error: ErrorCounter | None) -> None:
-        self._source = source
-        self._on_error = on_error
-        self._errors: set[str] = set()
-        self._warnings: set[str] = set()
-
-    def report(self, errors: Iterable[str], warnings: Iterable[str] = ()) -> None:
-        errors, warnings = set(errors), set(warnings)
-        for message in sorted(errors - self._errors):
-            log.error("pod source %s: %s", self._source, message)
-            self._count(message)
-        for message in sorted(warnings - self._warnings):
-            log.warning("pod source %s: %s", self._source, message)
-        for message in sorted(self._errors - errors):
-            log.info("pod source %s: resolved: %s", self._source, message)
-        self._errors, self._warnings = errors, warnings
-
-    def attempt_failed(self, message: str) -> None:
-        """A fetch that failed: every attempt counts, but an unchanged reason is logged once."""
-        if message in self._errors:
-            self._count(message)
-        self.report([message], self._warnings)
-
-    def _count(self, message: str) -> None:
-        if self._on_error is not None:
-            self._on_error(self._source, message)

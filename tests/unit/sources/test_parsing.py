@@ -1,38 +1,23 @@
-"""The shared reading of manifests: files, documents, kinds, and how problems are reported."""
+"""Parsing manifests: documents, kinds, where a problem is, and hostile input."""
 
 from __future__ import annotations
 
-import errno
 import json
-import logging
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import pod
 from sourceharness import dump
 
-from pods_api.core.store.pod import PodVersion
-from pods_api.sources import loader
-from pods_api.sources.loader import (
-    FIXTURE_FORMAT,
-    KUBELET_FORMAT,
-    MAX_MANIFEST_BYTES,
-    ManifestError,
-    Reporter,
-    parse_documents,
-    pod_objects,
-    read_manifest,
-    unique_pods,
-)
+from pods_api.sources import ManifestError, parsing
+from pods_api.sources.parsing import FIXTURE_FORMAT, KUBELET_FORMAT, parse_documents, pod_objects
 
 
-def objects(text: str | bytes, fmt: loader.Format = FIXTURE_FORMAT) -> list[tuple[str, dict[str, Any]]]:
+def objects(text: str | bytes, fmt: parsing.Format = FIXTURE_FORMAT) -> list[tuple[str, dict[str, Any]]]:
     return pod_objects(text.encode() if isinstance(text, str) else text, "f.yaml", fmt)
 
 
-def problem(text: str | bytes, fmt: loader.Format = FIXTURE_FORMAT) -> str:
+def problem(text: str | bytes, fmt: parsing.Format = FIXTURE_FORMAT) -> str:
     with pytest.raises(ManifestError) as caught:
         objects(text, fmt)
     message = str(caught.value)
@@ -123,131 +108,8 @@ def test_the_kubelet_format_is_one_pod_or_a_pod_list() -> None:
 def test_decode_names_the_file_the_item_and_the_field() -> None:
     [(where, obj)] = objects(dump({"apiVersion": "v1", "kind": "List", "items": [pod("a", hostNetwork=1)]}))
     with pytest.raises(ManifestError) as caught:
-        loader.decode_pod(obj, where, "f.yaml", [])
+        parsing.decode_pod(obj, where, "f.yaml", [])
     assert str(caught.value) == "f.yaml: items[0]: spec.hostNetwork: expected boolean, got 1"
-
-
-# ---------------------------------------------------------------------------------------------
-# files
-
-
-def test_read_a_regular_file_and_a_vanished_one(tmp_path: Path) -> None:
-    (tmp_path / "a.yaml").write_text("x")
-    assert read_manifest(tmp_path / "a.yaml", within=str(tmp_path)) == b"x"
-    assert read_manifest(tmp_path / "gone.yaml", within=str(tmp_path)) is None
-
-
-def test_special_files_are_refused_without_blocking(tmp_path: Path) -> None:
-    os.mkfifo(tmp_path / "fifo")
-    (tmp_path / "dir").mkdir()
-    (tmp_path / "big").write_bytes(b" " * (MAX_MANIFEST_BYTES + 1))
-    (tmp_path / "loop").symlink_to("loop")
-    (tmp_path / "dangling").symlink_to("nothing")
-    reasons = {}
-    for name in ("fifo", "dir", "big", "loop", "dangling"):
-        with pytest.raises(ManifestError) as caught:
-            read_manifest(tmp_path / name, within=str(tmp_path))
-        reasons[name] = caught.value.problem
-    assert reasons == {
-        "fifo": "not a regular file (a FIFO, socket or device?)",
-        "dir": "is a directory; manifest directories are not read recursively",
-        "big": f"{MAX_MANIFEST_BYTES + 1} bytes is over the {MAX_MANIFEST_BYTES} byte limit",
-        "loop": "too many levels of symbolic links (a symlink loop?)",
-        "dangling": "dangling symlink",
-    }
-
-
-def test_permission_denied_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Root reads any file whatever its mode, so the refusal is simulated where the kernel gives it.
-    (tmp_path / "a.yaml").write_text("x")
-
-    def refuse(path: Any, flags: int, *args: Any) -> int:
-        raise PermissionError(errno.EACCES, "Permission denied", str(path))
-
-    monkeypatch.setattr(os, "open", refuse)
-    with pytest.raises(ManifestError) as caught:
-        read_manifest(tmp_path / "a.yaml", within=str(tmp_path))
-    assert str(caught.value) == f"{tmp_path}/a.yaml: permission denied"
-
-
-def test_symlinks_inside_are_followed_and_outside_refused(tmp_path: Path) -> None:
-    manifests = tmp_path / "manifests"
-    (manifests / "..2024_05_01").mkdir(parents=True)  # a ConfigMap volume's layout
-    (manifests / "..2024_05_01" / "pod.yaml").write_text("inside")
-    (manifests / "..data").symlink_to("..2024_05_01")
-    (manifests / "pod.yaml").symlink_to("..data/pod.yaml")
-    (tmp_path / "secret").write_text("outside")
-    (manifests / "escape.yaml").symlink_to("../secret")
-    within = os.path.realpath(manifests)
-
-    assert read_manifest(manifests / "pod.yaml", within=within) == b"inside"
-    with pytest.raises(ManifestError, match="symlink points out of the directory"):
-        read_manifest(manifests / "escape.yaml", within=within)
-
-
-def test_a_symlink_swapped_in_while_opening_is_not_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "secret").write_text("outside")
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "pod.yaml").write_text("inside")
-    real_open = os.open
-
-    def open_after_a_swap(path: Any, flags: int, *args: Any) -> int:
-        monkeypatch.setattr(os, "open", real_open)
-        (manifests / ".swap").symlink_to(tmp_path / "secret")
-        os.replace(manifests / ".swap", manifests / "pod.yaml")  # between the check and the open
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(os, "open", open_after_a_swap)
-    with pytest.raises(ManifestError, match="symlink points out of the directory"):
-        read_manifest(manifests / "pod.yaml", within=os.path.realpath(manifests))
-
-
-# ---------------------------------------------------------------------------------------------
-# combining and reporting
-
-
-def test_unique_pods_keeps_the_first_claim() -> None:
-    a, a_again = PodVersion.from_json(pod("a", uid="1")), PodVersion.from_json(pod("a", uid="2"))
-    b_same_uid = PodVersion.from_json(pod("b", uid="1"))
-    pods, problems = unique_pods([("x", [a]), ("y", [a_again, b_same_uid])], by_name=True)
-    assert pods == [a]
-    assert problems == [
-        "y: pod /a ignored: name /a is already served from x",
-        "y: pod /b ignored: uid 1 is already served from x",
-    ]
-    pods, _ = unique_pods([("x", [a]), ("y", [a_again, b_same_uid])], by_name=False)
-    assert pods == [a, a_again]
-
-
-def test_reporter_logs_and_counts_each_problem_once(caplog: pytest.LogCaptureFixture) -> None:
-    counted: list[str] = []
-
-    def count(source: str, reason: str) -> None:
-        assert source == "src"
-        counted.append(reason)
-
-    reporter = Reporter("src", count)
-    with caplog.at_level(logging.INFO, logger="pods_api.sources.loader"):
-        reporter.report(["e1"], ["w1"])
-        reporter.report(["e1", "e2"], ["w1"])  # a resync: only e2 is new
-        reporter.report([], [])  # both resolved
-        reporter.report(["e1"])  # back again: reported again
-        reporter.attempt_failed("down")
-        reporter.attempt_failed("down")  # each failed attempt counts; the log says it once
-    assert counted == ["e1", "e2", "e1", "down", "down"]
-    assert [r.getMessage() for r in caplog.records] == [
-        "pod source src: e1",
-        "pod source src: w1",
-        "pod source src: e2",
-        "pod source src: resolved: e1",
-        "pod source src: resolved: e2",
-        "pod source src: e1",
-        "pod source src: down",
-        "pod source src: resolved: e1",
-    ]
 
 
 @pytest.mark.parametrize(
@@ -263,6 +125,24 @@ def test_reporter_logs_and_counts_each_problem_once(caplog: pytest.LogCaptureFix
 def test_alias_bombs_and_loops_are_refused(text: str) -> None:
     with pytest.raises(ManifestError, match="YAML aliases are expanded"):
         parse_documents(text.encode(), "bomb.yaml")
+
+
+def test_an_alias_bomb_in_a_document_pyyaml_constructs_is_refused() -> None:
+    """A document with an explicit tag the direct construction leaves to PyYAML's own, whose
+    aliases it does not see one by one."""
+    laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)
+    )
+    with pytest.raises(ManifestError, match="YAML aliases are expanded"):
+        parse_documents(("odd: !!set {a: null}\n" + laughs).encode(), "bomb.yaml")
+
+
+def test_aliases_within_reason_are_kept_as_written() -> None:
+    """A probe shared by two containers, as PyYAML dumps shared objects: its values are counted,
+    and the pod is what the YAML says."""
+    text = "a: &p {path: /healthz, port: 8080}\nb: *p\nc: &s long\nd: [*s, *s]\n"
+    (doc,) = parse_documents(text.encode(), "f.yaml")
+    assert doc == {"a": {"path": "/healthz", "port": 8080}, "b": doc["a"], "c": "long", "d": ["long", "long"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +180,7 @@ _PLACES = [
 @pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
 @pytest.mark.parametrize("fmt", [FIXTURE_FORMAT, KUBELET_FORMAT], ids=["fixture", "kubelet"])
 def test_deeply_nested_values_are_a_clear_error_wherever_they_are(
-    place: tuple[str, Any], kind: str, depth: int, as_yaml: bool, fmt: loader.Format
+    place: tuple[str, Any], kind: str, depth: int, as_yaml: bool, fmt: parsing.Format
 ) -> None:
     field, build = place
     marker = "__VALUE__"
@@ -311,7 +191,7 @@ def test_deeply_nested_values_are_a_clear_error_wherever_they_are(
     warnings: list[str] = []
     try:
         for where, obj in objects(text, fmt):
-            loader.decode_pod(obj, where, "f.yaml", warnings)
+            parsing.decode_pod(obj, where, "f.yaml", warnings)
     except ManifestError as exc:  # the only exception allowed, and it is one line naming the file
         message = str(exc)
         assert message.startswith("f.yaml: ") and "\n" not in message and len(message) < 500
