@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import QueryParams
@@ -86,7 +86,9 @@ GO_INTEGER: Kind[str | None] = Kind(_text, None, _typed("integer"))
 GO_STRING: Kind[str | None] = Kind(_text, None, _typed("string"))
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: a Param is its own identity, hashed as an object is (by the C code of a dict
+# lookup, where a dataclass's hash of its fields would be a Python call per lookup).
+@dataclass(frozen=True, slots=True, eq=False)
 class Param(Generic[T]):
     """One parameter a call route takes."""
 
@@ -103,33 +105,44 @@ class Param(Generic[T]):
         return entry
 
 
-class Args:
+class Args(dict[Param[Any], Any]):
     """The values of one request's parameters, by Param: what the endpoint reads, never the
-    query itself."""
+    query itself. A Param the route does not declare is a KeyError: a route reads what it
+    takes. A plain dict at run time (its lookups are on every request's path), typed by Param."""
 
-    __slots__ = ("_values",)
+    __slots__ = ()
 
-    def __init__(self, values: dict[str, Any]) -> None:
-        self._values = values
+    if TYPE_CHECKING:
 
-    def __getitem__(self, param: Param[T]) -> T:
-        """KeyError for a parameter the route does not declare: a route reads what it takes."""
-        return cast(T, self._values[param.name])
+        def __getitem__(self, param: Param[T], /) -> T: ...
+
+
+_NONE: list[str] = []  # a parameter not given (never changed: kinds only read it)
 
 
 def parse(request: Request, params: Sequence[Param[Any]]) -> tuple[Args, InvalidArgument | None]:
     """Every declared parameter's value (absent: its kind's default; bad: the default too), and
     InvalidArgument naming every bad one at once, as FastAPI's 400 does."""
-    query, values, problems = request.query_params, {}, []
+    # The query read in one pass (none at all without a query string, as most Gets come), rather
+    # than a scan of it per parameter.
+    given: dict[str, list[str]] = {}
+    if request.scope.get("query_string"):
+        for name, value in request.query_params.multi_items():
+            given.setdefault(name, []).append(value)
+    values = Args()
+    problems = []
     for param in params:
-        raws = (query if param.where == "query" else request.headers).getlist(param.name)
+        if param.where == "header":
+            raws = request.headers.getlist(param.name)
+        else:
+            raws = given.get(param.name, _NONE)
         kind = param.kind
         try:
-            values[param.name] = kind.read(raws) if raws else kind.default
+            values[param] = kind.read(raws) if raws else kind.default
         except ValueError as exc:
-            values[param.name] = kind.default
+            values[param] = kind.default
             problems.append(f'{param.where} parameter "{param.name}": {exc}')
-    return Args(values), InvalidArgument("; ".join(problems)) if problems else None
+    return values, InvalidArgument("; ".join(problems)) if problems else None
 
 
 def query_names(params: Iterable[Param[Any]]) -> frozenset[str]:

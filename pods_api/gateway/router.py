@@ -23,6 +23,7 @@ a few µs.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -31,7 +32,7 @@ from typing import Any
 from prometheus_fastapi_instrumentator.metrics import Info
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route, compile_path
+from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
 from pods_api.core.api.status import StatusError
@@ -48,6 +49,8 @@ Endpoint = Callable[..., Awaitable[Response]]
 # Names a request's call from the raw request and its parsed parameters; never raises.
 Namer = Callable[[Request, Args], Call]
 Doc = dict[str, Any]
+# A path template's parameter: `{uid}`, or with a convertor, `{rest:path}`.
+_TEMPLATE_PARAMETER = re.compile(r"{([^}:]+)(?::[^}]+)?}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,7 @@ class CallRoute:
 
     def path_names(self) -> list[str]:
         """The path's parameters, in their order in the template."""
-        return list(compile_path(self.path)[2])
+        return _TEMPLATE_PARAMETER.findall(self.path)
 
     def operation(self) -> Doc:
         """Its OpenAPI operation, as FastAPI writes one."""
@@ -183,16 +186,27 @@ class CallEndpoint:
     async def _answer(
         self, request: Request, call: Call, args: Args, problem: StatusError | None
     ) -> Response:
-        query = request.query_params
-        if query and self.takes is not None:
-            params.check(query, self.takes)
+        if self.takes is not None and request.scope.get("query_string"):
+            params.check(request.query_params, self.takes)
         admit(self.core, call, unsynced_watch_waits=self.route.unsynced_watch_waits)
         if problem is not None:
             raise problem
         return await self.route.endpoint(request, call, args, **request.path_params)
 
 
+class _Route(Route):
+    """A Starlette Route, matched on the path alone: the gateway serves no root path, and its
+    path parameters are strings, so the route's root-path and convertor work is left out (the
+    router asks each call route in turn, for every request)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match = self.path_regex.match(scope["path"]) if scope["type"] == "http" else None
+        if match is None:
+            return Match.NONE, {}
+        return Match.FULL, {"endpoint": self.endpoint, "path_params": match.groupdict()}
+
+
 def routes(core: Core, declared: Sequence[CallRoute], responder: Responder) -> list[Route]:
     """The router's routes: each answers every method on its path (a wrong one with its
     surface's 405), so no other route is asked about a call route's path."""
-    return [Route(route.path, CallEndpoint(route, core, responder), name=route.name) for route in declared]
+    return [_Route(route.path, CallEndpoint(route, core, responder), name=route.name) for route in declared]

@@ -179,7 +179,6 @@ class KubeRoutes:
                 **lists,
                 **common,
             ),
-            *self.watch_calls(common),
             CallRoute(
                 "/api/v1/namespaces/{namespace}/pods/{name}",
                 "KubeGetPod",
@@ -190,6 +189,8 @@ class KubeRoutes:
                 responses=GET_RESPONSES,
                 **common,
             ),
+            # Last: no path of theirs is another's, and the router asks each route in turn.
+            *self.watch_calls(common),
         ]
 
     def watch_calls(self, common: dict[str, Any]) -> list[CallRoute]:
