@@ -20,7 +20,7 @@ from prometheus_fastapi_instrumentator.middleware import PrometheusInstrumentato
 from bench import pods
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-# (name, path): call routes (the front layer) and a FastAPI route.
+# (name, path): call routes (the router ahead of FastAPI) and a FastAPI route.
 ROUTES = (("Get", "/v1/pods/{uid}"), ("List", "/v1/pods"), ("probe", "/healthz"))
 # A FastAPI route passes the middleware in every variant: wrapping it again would count it twice.
 _CALL_ROUTE_ONLY = {"series by hand", "middleware everywhere", "bare FastAPI route"}
@@ -113,11 +113,11 @@ def _apps(count: int) -> tuple[dict[str, App], Any, str]:
     shipped_core = core()
     shipped = create_app(shipped_core)
     everywhere = create_app(core())
-    everywhere.front.http = None  # the middleware outside records every request instead
+    everywhere.responder.http = None  # the middleware outside records every request instead
     record = httpmetrics.recorder(CollectorRegistry())
     outer = PrometheusInstrumentatorMiddleware(everywhere, instrumentations=[record])
     by_hand = create_app(core())
-    by_hand.front.http = _by_hand(CollectorRegistry())
+    by_hand.responder.http = _by_hand(CollectorRegistry())
     uid = next(iter(shipped_core.cache.snapshot().pods)).uid
     snapshot = shipped_core.cache.snapshot()
     body = pod_bytes(shipped_core.cache.get(uid), View.EVERYTHING)

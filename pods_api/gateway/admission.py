@@ -3,9 +3,8 @@ interceptors (core/grpc/interceptors.py), in the same order and from the same ca
 (core/policy/calls.py): metrics outermost, then the table's refusal (rate limit, readiness).
 
 A request's `Call` is a value: named once from the raw request by its route
-(gateway/front.py's `CallRoute.call`), handed to the endpoint and to the stream it may start,
-and read back by the front layer when the request is over, to count it with the code it
-ended with.
+(gateway/router.py's `CallRoute.call`), handed to the endpoint and to the stream it may start,
+and read back by the router when the request is over, to count it with the code it ended with.
 """
 
 from __future__ import annotations
@@ -15,12 +14,13 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from pods_api.core.api.status import FailedPrecondition, StatusError
+from pods_api.core.api.status import FailedPrecondition
 from pods_api.core.assembly import Core
 from pods_api.core.policy.calls import HTTP_API_VERSION, refusal
 from pods_api.core.policy.metrics import Metrics
 from pods_api.gateway.errors import Code, code_of_number
 from pods_api.gateway.formats import Format
+from pods_api.gateway.params import Args
 
 LIST, GET, WATCH, LOOKUP = "ListPods", "GetPod", "WatchPods", "Lookup"
 
@@ -34,9 +34,6 @@ class Call:
     name: str
     # The form of a pods answer, when naming the call ranked Accept already (None: not read).
     fmt: Format | None = None
-    # A parameter the call was named from is invalid: raised once the call is admitted, where
-    # FastAPI's validation would raise it.
-    problem: StatusError | None = None
     # A watch accepted before the pod sources synced: its stream waits for them.
     waits_for_sync: bool = False
     outcome: Code | None = None
@@ -48,10 +45,10 @@ class Call:
             self.outcome = code
 
 
-def named(name: str) -> Callable[[Request], Call]:
+def named(name: str) -> Callable[[Request, Args], Call]:
     """The call of a route that serves one call whatever the request."""
 
-    def call(request: Request) -> Call:
+    def call(request: Request, args: Args) -> Call:
         return Call(name)
 
     return call

@@ -1,60 +1,71 @@
 """The HTTP/JSON gateway: `create_app(core)` is the whole of it.
 
-Every request first passes the one front layer (gateway/front.py): the loopback Host check (TCP
-only), the routes serving a Pods API call (the pods paths and the Kubernetes view's List, Get
-and Watch), and every request's metrics, HTTP and per call. The rest (probes, /metrics,
-discovery, /openapi.json, 404s and 405s) is FastAPI's. HEAD is every GET without its body
-(gateway/head.py). No CORS: browsers may not read this API
-cross-origin. No /docs or /redoc: they load their JavaScript from a CDN; /openapi.json is served.
+One path for every request (`GatewayApp.__call__`): HEAD is answered as the GET without its
+body (gateway/head.py); over TCP, the loopback Host check (gateway/hosts.py); then one plain
+Starlette router (gateway/router.py) holding the call routes, each parameter of which is declared
+once, the pods paths and the Kubernetes view's List, Get and Watch; what it does not route is
+FastAPI's (probes, /metrics, discovery, /openapi.json, 404s), behind the instrumentator's
+middleware. No CORS: browsers may not read this API cross-origin. No /docs or /redoc: they load
+their JavaScript from a CDN; /openapi.json is served.
 """
 
 from __future__ import annotations
 
-import functools
+from time import perf_counter
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
+from starlette.routing import Router
 from starlette.types import Receive, Scope, Send
 
 from pods_api.core.assembly import Core
-from pods_api.gateway import errors, health, openapi, pods
+from pods_api.gateway import errors, health, openapi, pods, router
 from pods_api.gateway import httpmetrics as metrics
-from pods_api.gateway.front import CallRoute, Front
 from pods_api.gateway.head import head_as_get
+from pods_api.gateway.hosts import host_refusal
 from pods_api.gateway.kube import errors as kubestatus
 from pods_api.gateway.kube import routes as kube
+from pods_api.gateway.router import CallRoute, Responder
 
 
 class GatewayApp(FastAPI):
-    """FastAPI, with the front layer ahead of it (and of its middleware stack)."""
+    """FastAPI, with the call routes' router ahead of it (and of its middleware stack)."""
 
-    front: Front
+    core: Core
+    responder: Responder  # records what the router answers (its `http`: the HTTP series)
+    calls: Router
+    call_routes: list[CallRoute]  # as declared, for the OpenAPI document
 
-    def serve_front(self, core: Core, http: metrics.Recorder | None) -> None:
-        """Put the front layer ahead; `http` records the HTTP series of what it answers."""
-        self.front = Front(functools.partial(FastAPI.__call__, self), core, http)
+    def serve_calls(self, core: Core, responder: Responder) -> None:
+        """Put the call routes' router ahead of FastAPI, with no routes yet."""
+        self.core, self.responder, self.call_routes = core, responder, []
+        self.calls = Router(redirect_slashes=False, default=self._rest)
 
     def serve_call(self, route: CallRoute) -> None:
-        """Declare `route` (documented by its declaration) and serve it from the front layer.
-        Raises RouteDisagreement when the two would answer a request differently."""
-        before = list(self.router.routes)
-        self.add_api_route(
-            route.path,
-            route.declaration,
-            methods=["GET"],
-            name=route.name,
-            operation_id=route.name,
-            **route.options,
-        )
-        declared = self.router.routes[-1]
-        assert isinstance(declared, APIRoute)
-        self.front.add(route, declared, before)
+        """Serve `route` from the router (raises KeyError for a call the core's table lacks)."""
+        self.calls.routes.extend(router.routes(self.core, [route], self.responder))
+        self.call_routes.append(route)
+        self.openapi_schema = None  # the document shows it
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "HEAD":
-            await head_as_get(self.front, scope, receive, send)
+        if scope["type"] != "http":
+            await FastAPI.__call__(self, scope, receive, send)
+        elif scope["method"] == "HEAD":
+            await head_as_get(self._http, scope, receive, send)
+        else:
+            await self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = host_refusal(scope)
+        if refused is not None:
+            await self.responder(scope, receive, send, perf_counter(), metrics.UNMATCHED, None, refused)
             return
-        await self.front(scope, receive, send)
+        await self.calls(scope, receive, send)
+
+    async def _rest(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """What the router does not route: FastAPI's (its instrumentator middleware records the
+        HTTP series). The router named itself the request's router, which is FastAPI's."""
+        del scope["router"]
+        await FastAPI.__call__(self, scope, receive, send)
 
 
 def create_app(core: Core) -> GatewayApp:
@@ -72,11 +83,12 @@ def create_app(core: Core) -> GatewayApp:
     kubestatus.install(app)  # the Kubernetes view's errors are Status objects
     record = metrics.recorder(core.metrics.registry)
     metrics.instrument(app, record)
-    app.serve_front(core, record)
-    for route in pods.PodsRoutes(core).routes():
+    app.serve_calls(core, Responder(core.metrics, record))
+    views = kube.KubeRoutes(core)
+    for route in [*pods.PodsRoutes(core).routes(), *views.calls()]:
         app.serve_call(route)
-    kube.KubeRoutes(core).declare(app, app.serve_call)
+    views.declare(app)
     app.include_router(health.router(core))
     app.include_router(metrics.router(core))
-    openapi.install(app)
+    openapi.install(app, app.call_routes)
     return app

@@ -22,7 +22,16 @@ from starlette.responses import Response
 from pods_api.core.api.status import Code, StatusError, quote
 from pods_api.gateway.head import ALLOW
 
-__all__ = ["HTTP_STATUS", "ApiError", "Code", "error_body", "error_response", "http_status", "install"]
+__all__ = [
+    "HTTP_STATUS",
+    "ApiError",
+    "Code",
+    "error_body",
+    "error_response",
+    "http_status",
+    "install",
+    "method_not_allowed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -138,22 +147,24 @@ async def _status_error(request: Request, exc: Exception) -> Response:
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return method_not_allowed(request.method, request.scope.get("path", ""))
     code = _BY_HTTP.get(exc.status_code, Code.UNKNOWN)
     if exc.status_code == 404:
         # The path as the client sent it: request.url would build it from the server address,
         # which on a UNIX socket is its file path (and a request target like `*` is no URL).
         message = f"no such path: {quote(request.scope.get('path', ''))}"
-    elif exc.status_code == 405:
-        path = quote(request.scope.get("path", ""))
-        message = f"method {quote(request.method, 16)} is not allowed on {path}; this API is read-only"
     else:
         message = str(exc.detail)
-    headers = dict(exc.headers or {})
-    if exc.status_code == 405:
-        # Starlette names the route's declared methods (GET); the app answers HEAD on each too.
-        headers["Allow"] = ALLOW
-    # Keep the status Starlette chose (405 stays 405).
-    return error_response(code, message, http_status=exc.status_code, headers=headers)
+    # Keep the status Starlette chose.
+    return error_response(code, message, http_status=exc.status_code, headers=dict(exc.headers or {}))
+
+
+def method_not_allowed(method: str, path: str) -> Response:
+    """405 UNIMPLEMENTED for a method other than GET (and HEAD) on a path that has a route."""
+    message = f"method {quote(method, 16)} is not allowed on {quote(path)}; this API is read-only"
+    # Every route answers GET, and HEAD on each too: what the Allow header names.
+    return error_response(Code.UNIMPLEMENTED, message, http_status=405, headers={"Allow": ALLOW})
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

@@ -15,7 +15,7 @@ from pods_api.core.assembly import Core
 from pods_api.core.policy.calls import NOT_SYNCED_RETRY_AFTER
 from pods_api.gateway import openapi
 from pods_api.gateway.errors import Code, error_response
-from pods_api.gateway.params import known_parameters
+from pods_api.gateway.params import no_parameters
 
 
 def warning_lines(warnings: dict[str, str]) -> str:
@@ -24,7 +24,7 @@ def warning_lines(warnings: dict[str, str]) -> str:
 
 
 def router(core: Core) -> APIRouter:
-    probes = APIRouter(tags=["probes"], dependencies=[Depends(known_parameters)])
+    probes = APIRouter(tags=["probes"], dependencies=[Depends(no_parameters)])
 
     @probes.get(
         "/healthz",

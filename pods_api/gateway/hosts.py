@@ -51,7 +51,7 @@ def arrived_over_tcp(scope: Scope) -> bool:
 
 def host_refusal(scope: Scope) -> Response | None:
     """403 PERMISSION_DENIED for a TCP request whose Host is not a loopback name or address; None
-    for any other request (the gateway's request layer, gateway/front.py, asks first)."""
+    for any other request (gateway/app.py asks first, for every request)."""
     if not arrived_over_tcp(scope):
         return None
     hosts = [value.decode("latin-1") for name, value in scope["headers"] if name == b"host"]

@@ -8,7 +8,8 @@ app serves.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -172,10 +173,21 @@ def _lookup_list_schema() -> Doc:
 # -- the document ----------------------------------------------------------------------------
 
 
-def install(app: FastAPI) -> None:
+class CallOperation(Protocol):
+    """A route FastAPI does not serve, documented by its own operation (a call route)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def operation(self) -> Doc: ...
+
+
+def install(app: FastAPI, calls: Sequence[CallOperation] = ()) -> None:
+    """Serve the document of `app`, with `calls` (the list itself: a call added later shows)."""
+
     def document() -> Doc:
         if app.openapi_schema is None:
-            app.openapi_schema = build(app)
+            app.openapi_schema = build(app, calls)
         return app.openapi_schema
 
     app.openapi = document  # type: ignore[method-assign]
@@ -185,8 +197,12 @@ def install(app: FastAPI) -> None:
             route.methods.discard("HEAD")
 
 
-def build(app: FastAPI) -> Doc:
+def build(app: FastAPI, calls: Sequence[CallOperation] = ()) -> Doc:
+    """FastAPI's document of its routes, with the call routes' operations (gateway/router.py)."""
     doc = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
+    paths = doc.setdefault("paths", {})
+    for call in calls:
+        paths.setdefault(call.path, {})["get"] = call.operation()
     for path in doc.get("paths", {}).values():
         for operation in path.values():
             responses = operation.get("responses", {})

@@ -6,17 +6,16 @@ and `GET /v1/namespaces/{namespace}/pods/{name}` (one pod).
 `query_view` is the one reading of `fields`, `labelSelector` and `fieldSelector` into a View;
 any route serving pods (the Kubernetes view too) takes its view from it.
 
-Handlers and dependencies are `async def` on purpose: FastAPI runs plain `def` in a thread pool,
-and the cache belongs to the event loop.
+Each route's parameters are declared once, in the lists below (gateway/params.py's `Param`):
+the router (gateway/router.py) parses and checks them, and the OpenAPI document shows them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Annotated
+from collections.abc import Sequence
 
-from fastapi import Depends, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -24,11 +23,12 @@ from pods_api.core.api.status import InvalidArgument, NotFound, quote
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View, parse_view
 from pods_api.core.store.lookup import CONTAINER_ID, POD_IP, LookupKey, find
-from pods_api.gateway import formats, openapi, params
+from pods_api.gateway import formats, openapi
 from pods_api.gateway.admission import GET, LIST, LOOKUP, WATCH, Call, named
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
 from pods_api.gateway.body import SharedBody
-from pods_api.gateway.front import CallRoute, unreachable
+from pods_api.gateway.params import FLAG, TEXT, TEXTS, Args, Param
+from pods_api.gateway.router import CallRoute
 from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
 
 FIELDS_DOC = (
@@ -65,8 +65,33 @@ RESOURCE_VERSION_DOC = (
 )
 
 
+# Each route's parameters, declared once (gateway/params.py): parsed, checked and documented
+# from these lists.
+FIELDS = Param("fields", TEXTS, FIELDS_DOC)
+PRETTY = Param("pretty", FLAG, PRETTY_DOC)
+WATCH_FLAG = Param("watch", FLAG, WATCH_DOC)
+BY_CONTAINER_ID = Param(CONTAINER_ID, TEXT, CONTAINER_ID_DOC)
+BY_POD_IP = Param(POD_IP, TEXT, POD_IP_DOC)
+RESOURCE_VERSION = Param("resourceVersion", TEXT, RESOURCE_VERSION_DOC)
+LABEL_SELECTOR = Param("labelSelector", TEXT, LABEL_SELECTOR_DOC)
+FIELD_SELECTOR = Param("fieldSelector", TEXT, FIELD_SELECTOR_DOC)
+LAST_EVENT_ID = Param("Last-Event-ID", TEXT, "Watch only: resume after this event id.", where="header")
+LIST_PARAMS = (
+    PRETTY,
+    WATCH_FLAG,
+    BY_CONTAINER_ID,
+    BY_POD_IP,
+    RESOURCE_VERSION,
+    FIELDS,
+    LABEL_SELECTOR,
+    FIELD_SELECTOR,
+    LAST_EVENT_ID,
+)
+GET_PARAMS = (PRETTY, FIELDS)
+
+
 def query_view(
-    fields: list[str] | None, label_selector: str | None = None, field_selector: str | None = None
+    fields: Sequence[str] | None, label_selector: str | None = None, field_selector: str | None = None
 ) -> View:
     """The view a request's query asks for. An empty `fields` parameter (`?fields=`) asks for no
     mask, as if it were absent; within a value, an empty path is invalid as in the gRPC header.
@@ -84,24 +109,6 @@ def query_view(
 _VIEWS_KEPT = 256
 _VIEW_CACHED_LENGTH = 1024
 _cached_view = functools.lru_cache(maxsize=_VIEWS_KEPT)(parse_view)
-
-
-async def field_view(
-    fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
-) -> View:
-    return query_view(fields)
-
-
-async def selector_view(
-    fields: Annotated[list[str] | None, Query(description=FIELDS_DOC)] = None,
-    label_selector: Annotated[
-        str | None, Query(alias="labelSelector", description=LABEL_SELECTOR_DOC)
-    ] = None,
-    field_selector: Annotated[
-        str | None, Query(alias="fieldSelector", description=FIELD_SELECTOR_DOC)
-    ] = None,
-) -> View:
-    return query_view(fields, label_selector, field_selector)
 
 
 def resume_revision(last_event_id: str | None, resource_version: str | None) -> int | None:
@@ -123,26 +130,19 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
     return None
 
 
-def list_call(request: Request) -> Call:
+def list_call(request: Request, args: Args) -> Call:
     """Which call a request for the pods collection is (Watch, Lookup or List) and the form of
-    its answer, from one reading of `watch`, `pretty` and Accept."""
-    query = request.query_params
-    (pretty, watch), problem = params.read_flags(query, "pretty", "watch")
-    fmt = formats.answer(request.headers.get("accept"), pretty)
-    if watch or fmt is None:
-        return Call(WATCH, problem=problem)
-    lookup = any(p in query for p in LOOKUP_PARAMETERS)
-    return Call(LOOKUP if lookup else LIST, fmt=fmt, problem=problem)
-
-
-# Query parameters that make `GET /v1/pods` a Lookup (by an index) rather than a List.
-LOOKUP_PARAMETERS = (CONTAINER_ID, POD_IP)
+    its answer, from `watch`, `pretty` and Accept."""
+    fmt = formats.answer(request.headers.get("accept"), args[PRETTY])
+    if args[WATCH_FLAG] or fmt is None:
+        return Call(WATCH)
+    lookup = args[BY_CONTAINER_ID] is not None or args[BY_POD_IP] is not None
+    return Call(LOOKUP if lookup else LIST, fmt=fmt)
 
 
 class PodsRoutes:
-    """The pods routes of one core, as call routes (gateway/front.py): each endpoint does what
-    FastAPI's dependencies would, in their order, after the front layer has named the call,
-    checked the parameter names and admitted it: reads the view, then the other parameters."""
+    """The pods routes of one core, as call routes (gateway/router.py): each endpoint runs once
+    the router has named the call, checked and parsed its parameters and admitted it."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -155,6 +155,7 @@ class PodsRoutes:
         self.synced.set() if ready else self.synced.clear()
 
     def routes(self) -> list[CallRoute]:
+        tags = ("pods",)
         return [
             CallRoute(
                 "/v1/pods",
@@ -162,14 +163,11 @@ class PodsRoutes:
                 (LIST, WATCH, LOOKUP),
                 list_call,
                 self.list_pods,
-                declare_list,
+                LIST_PARAMS,
                 unsynced_watch_waits=True,
-                options={
-                    "summary": "List the node's pods, watch them, or look them up by container ID or pod IP",
-                    "response_class": Response,
-                    "responses": openapi.list_responses(),
-                    "tags": ["pods"],
-                },
+                summary="List the node's pods, watch them, or look them up by container ID or pod IP",
+                responses=openapi.list_responses(),
+                tags=tags,
             ),
             CallRoute(
                 "/v1/pods/{uid}",
@@ -177,13 +175,10 @@ class PodsRoutes:
                 (GET,),
                 named(GET),
                 self.get_pod,
-                declare_get,
-                options={
-                    "summary": "One pod, by UID",
-                    "response_class": Response,
-                    "responses": openapi.get_responses(),
-                    "tags": ["pods"],
-                },
+                GET_PARAMS,
+                summary="One pod, by UID",
+                responses=openapi.get_responses(),
+                tags=tags,
             ),
             CallRoute(
                 "/v1/namespaces/{namespace}/pods/{name}",
@@ -191,22 +186,16 @@ class PodsRoutes:
                 (LOOKUP,),
                 named(LOOKUP),
                 self.get_pod_by_name,
-                declare_get_by_name,
-                options={
-                    "summary": "One pod, by namespace and name (a Lookup)",
-                    "response_class": Response,
-                    "responses": openapi.get_responses(),
-                    "tags": ["pods"],
-                },
+                GET_PARAMS,
+                summary="One pod, by namespace and name (a Lookup)",
+                responses=openapi.get_responses(),
+                tags=tags,
             ),
         ]
 
-    async def list_pods(self, request: Request, call: Call) -> Response:
-        query = request.query_params
-        view = query_view(query.getlist("fields"), query.get("labelSelector"), query.get("fieldSelector"))
-        if call.problem is not None:
-            raise call.problem
-        container_id, pod_ip = query.get(CONTAINER_ID), query.get(POD_IP)
+    async def list_pods(self, request: Request, call: Call, args: Args) -> Response:
+        view = query_view(args[FIELDS], args[LABEL_SELECTOR], args[FIELD_SELECTOR])
+        container_id, pod_ip = args[BY_CONTAINER_ID], args[BY_POD_IP]
         core = self.core
         if call.name == WATCH:
             if container_id is not None or pod_ip is not None:
@@ -214,7 +203,7 @@ class PodsRoutes:
                     f"{CONTAINER_ID} and {POD_IP} look pods up once; they cannot be watched "
                     "(watch with labelSelector or fieldSelector)"
                 )
-            return self._watch(request, call, view)
+            return self._watch(call, args, view)
         fmt = call.fmt or formats.Format.JSON
         if call.name == LOOKUP:
             hits = find(core.cache, LookupKey(container_id=container_id, pod_ip=pod_ip), view)
@@ -223,9 +212,9 @@ class PodsRoutes:
         body = await list_body(core.cache.snapshot(), view, fmt)
         return SharedBody(body, media_type=fmt.media_type, lists=core.http_lists)
 
-    def _watch(self, request: Request, call: Call, view: View) -> Response:
-        query, core = request.query_params, self.core
-        since = resume_revision(request.headers.get("last-event-id"), query.get("resourceVersion"))
+    def _watch(self, call: Call, args: Args, view: View) -> Response:
+        core = self.core
+        since = resume_revision(args[LAST_EVENT_ID], args[RESOURCE_VERSION])
         config = core.config
         if call.waits_for_sync:
             stopping = core.cache.hub.stopping
@@ -234,60 +223,21 @@ class PodsRoutes:
         opened = open_watch(core.streams, view, since)
         return WatchResponse(stream(opened, call), opened, call, config.heartbeat, config.send_timeout)
 
-    async def get_pod(self, request: Request, call: Call, uid: str) -> Response:
-        query = request.query_params
-        view = query_view(query.getlist("fields"))
-        (pretty,) = params.flags(query, "pretty")
+    async def get_pod(self, request: Request, call: Call, args: Args, uid: str) -> Response:
+        view = query_view(args[FIELDS])
         pod = self.core.cache.get(uid)
         if pod is None:
             raise NotFound(f"pod {quote(uid)} not found")
-        fmt = formats.choose(request.headers.get("accept"), pretty)
+        fmt = formats.choose(request.headers.get("accept"), args[PRETTY])
         return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
 
-    async def get_pod_by_name(self, request: Request, call: Call, namespace: str, name: str) -> Response:
-        query = request.query_params
-        view = query_view(query.getlist("fields"))
-        (pretty,) = params.flags(query, "pretty")
+    async def get_pod_by_name(
+        self, request: Request, call: Call, args: Args, namespace: str, name: str
+    ) -> Response:
+        view = query_view(args[FIELDS])
         hits = find(self.core.cache, LookupKey(name=(namespace, name)))
         if not hits:
             raise NotFound(f"pod {namespace}/{name} not found")
         # Two sources can serve one name under two UIDs; the lowest UID answers, as List orders.
-        fmt = formats.choose(request.headers.get("accept"), pretty)
+        fmt = formats.choose(request.headers.get("accept"), args[PRETTY])
         return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)
-
-
-# -- the declarations: what the OpenAPI document says each route takes ---------------------------
-
-
-async def declare_list(
-    view: Annotated[View, Depends(selector_view)],
-    pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-    watch: Annotated[bool, Query(description=WATCH_DOC)] = False,
-    container_id: Annotated[str | None, Query(alias=CONTAINER_ID, description=CONTAINER_ID_DOC)] = None,
-    pod_ip: Annotated[str | None, Query(alias=POD_IP, description=POD_IP_DOC)] = None,
-    resource_version: Annotated[
-        str | None, Query(alias="resourceVersion", description=RESOURCE_VERSION_DOC)
-    ] = None,
-    last_event_id: Annotated[
-        str | None,
-        Header(alias="Last-Event-ID", description="Watch only: resume after this event id."),
-    ] = None,
-) -> Response:
-    unreachable()
-
-
-async def declare_get(
-    uid: str,
-    view: Annotated[View, Depends(field_view)],
-    pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-) -> Response:
-    unreachable()
-
-
-async def declare_get_by_name(
-    namespace: str,
-    name: str,
-    view: Annotated[View, Depends(field_view)],
-    pretty: Annotated[bool, Query(description=PRETTY_DOC)] = False,
-) -> Response:
-    unreachable()

@@ -1,37 +1,9 @@
-"""The Kubernetes routes in the OpenAPI document: the query parameters they read by hand
-(gateway/kube/params.py parses them as the API server does: Go's booleans, unknown ones
-ignored, so they are documented here rather than declared as typed parameters) and what they
-answer, a meta/v1 Status for every error."""
+"""What the Kubernetes routes answer in the OpenAPI document, a meta/v1 Status for every error
+(their parameters are declared with their readers, in gateway/kube/params.py)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def _query(name: str, kind: str, description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "schema": {"type": kind},
-        "description": description,
-    }
-
-
-LIST_PARAMETERS = [
-    _query("labelSelector", "string", "Kubernetes label selector (`app=web,tier!=db`, `env in (a,b)`)."),
-    _query("fieldSelector", "string", "Kubernetes field selector, on the fields the API server allows."),
-    _query("limit", "integer", "At most this many pods; `metadata.continue` fetches the rest."),
-    _query("continue", "string", "The `metadata.continue` of the previous page."),
-    _query("resourceVersion", "string", "pods-api's revision: list at least this new; watch after it."),
-    _query("resourceVersionMatch", "string", "`NotOlderThan` or `Exact`."),
-    _query("watch", "boolean", "Stream events, one JSON object per line."),
-    _query("allowWatchBookmarks", "boolean", "Watch: send BOOKMARK events."),
-    _query("sendInitialEvents", "boolean", "Watch: the current pods first, ended by an annotated BOOKMARK."),
-    _query("timeoutSeconds", "integer", "Watch: end after this many seconds."),
-    _query("includeObject", "string", "Tables: `None`, `Metadata` (default) or `Object`."),
-    _query("pretty", "boolean", "Indented JSON."),
-]
 
 STATUS_SCHEMA: dict[str, Any] = {
     "type": "object",

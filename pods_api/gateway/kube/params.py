@@ -29,6 +29,7 @@ from pods_api.gateway.kube.errors import (
     invalid_list_options,
     not_supported,
 )
+from pods_api.gateway.params import GO_BOOLEAN, GO_INTEGER, GO_STRING, Param
 
 # The third form this view serves, beside formats.JSON and formats.YAML: a meta.k8s.io/v1 Table.
 TABLE = "table"
@@ -50,6 +51,25 @@ _MATCH = "resourceVersionMatch"
 # A client's value is echoed in an error only this far: enough to recognise it, and a 1 MB
 # value never makes the Status itself large.
 ECHO_LIMIT = 128
+
+
+# The parameters of the list and watch routes, declared once: what the OpenAPI document says
+# they take. The router hands them on as text; the readers below read them as the API server
+# does, when the route needs each (unknown ones are ignored, as upstream).
+LIST_PARAMS: tuple[Param[str | None], ...] = (
+    Param("labelSelector", GO_STRING, "Kubernetes label selector (`app=web,tier!=db`, `env in (a,b)`)."),
+    Param("fieldSelector", GO_STRING, "Kubernetes field selector, on the fields the API server allows."),
+    Param("limit", GO_INTEGER, "At most this many pods; `metadata.continue` fetches the rest."),
+    Param("continue", GO_STRING, "The `metadata.continue` of the previous page."),
+    Param("resourceVersion", GO_STRING, "pods-api's revision: list at least this new; watch after it."),
+    Param(_MATCH, GO_STRING, "`NotOlderThan` or `Exact`."),
+    Param("watch", GO_BOOLEAN, "Stream events, one JSON object per line."),
+    Param("allowWatchBookmarks", GO_BOOLEAN, "Watch: send BOOKMARK events."),
+    Param("sendInitialEvents", GO_BOOLEAN, "Watch: the current pods first, ended by an annotated BOOKMARK."),
+    Param("timeoutSeconds", GO_INTEGER, "Watch: end after this many seconds."),
+    Param("includeObject", GO_STRING, "Tables: `None`, `Metadata` (default) or `Object`."),
+    Param("pretty", GO_BOOLEAN, "Indented JSON."),
+)
 
 
 def echo(value: str) -> str:

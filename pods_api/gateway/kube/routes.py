@@ -43,7 +43,6 @@ from pods_api.core.api.status import StatusError
 from pods_api.core.assembly import Core
 from pods_api.gateway import formats
 from pods_api.gateway.admission import GET, LIST, WATCH, Call, named
-from pods_api.gateway.front import CallRoute, Surface, unreachable
 from pods_api.gateway.kube import errors as kubeerrors
 from pods_api.gateway.kube import events as kubeevents
 from pods_api.gateway.kube import objects as kubeobjects
@@ -51,13 +50,14 @@ from pods_api.gateway.kube import openapiv3, params, reviews, watching
 from pods_api.gateway.kube.apidoc import (
     DISCOVERY_RESPONSES,
     GET_RESPONSES,
-    LIST_PARAMETERS,
     LIST_RESPONSES,
     WATCH_RESPONSES,
 )
 from pods_api.gateway.kube.cluster import ClusterRoutes
 from pods_api.gateway.kube.errors import KubeError, from_status, not_found
 from pods_api.gateway.kube.lists import Lists
+from pods_api.gateway.params import Args
+from pods_api.gateway.router import CallRoute, Surface
 
 _WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _EVERY_METHOD = ["GET", "HEAD", *_WRITE_METHODS, "OPTIONS"]
@@ -69,30 +69,34 @@ def _status(exc: StatusError) -> Response:
     return kubeerrors.response(exc)
 
 
+def _wrong_method(request: Request) -> Response:
+    return kubeerrors.response(unsupported(request))
+
+
 # Every error of a call, core ones included (the call table's refusals), is a Status.
-SURFACE = Surface(from_status, _status)
+SURFACE = Surface(from_status, _status, _wrong_method)
 
 
-def list_call(request: Request) -> Call:
-    """List or Watch, by `watch` read as the API server reads it (a bad value: a List that
-    answers 400)."""
+def list_call(request: Request, args: Args) -> Call:
+    """List or Watch, by `watch` read as the API server reads it (a bad value: a List, whose
+    reading of its options answers 400)."""
     try:
         watch = params.flag(request, "watch")
-    except KubeError as exc:
-        return Call(LIST, problem=exc)
+    except KubeError:
+        return Call(LIST)
     return Call(WATCH if watch else LIST)
 
 
 class KubeRoutes:
-    """The Kubernetes view of one core: `declare(app)` declares its routes, List, Watch and Get
-    as call routes (gateway/front.py)."""
+    """The Kubernetes view of one core: `declare(app)` declares its routes in FastAPI, and
+    `calls()` its List, Watch and Get as call routes (gateway/router.py)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
         self.lists = Lists(core)
 
-    def declare(self, app: FastAPI, serve_call: Callable[[CallRoute], None]) -> None:
-        """Declare the routes in `app`, the call routes through `serve_call`, in routing order."""
+    def declare(self, app: FastAPI) -> None:
+        """Declare the routes other than the call routes in `app`, in routing order."""
         documents: dict[str, Any] = {"responses": DISCOVERY_RESPONSES, "tags": _TAGS}
         route = app.add_api_route
         route(
@@ -132,8 +136,6 @@ class KubeRoutes:
         }
         for path, answer in slashed.items():
             route(path, answer, include_in_schema=False)
-        for call in self.calls():
-            serve_call(call)
         cluster = ClusterRoutes(self.core)
         route("/api/v1/namespaces", cluster.namespaces, include_in_schema=False)
         route("/api/v1/namespaces/{namespace}", cluster.namespace, include_in_schema=False)
@@ -154,13 +156,8 @@ class KubeRoutes:
             route(f"{prefix}/{{rest:path}}", elsewhere, methods=_EVERY_METHOD, include_in_schema=False)
 
     def calls(self) -> list[CallRoute]:
-        lists: dict[str, Any] = {
-            "response_class": Response,
-            "responses": LIST_RESPONSES,
-            "openapi_extra": {"parameters": LIST_PARAMETERS},
-            "tags": _TAGS,
-        }
-        common: dict[str, Any] = {"surface": SURFACE, "checks_parameters": False}
+        lists: dict[str, Any] = {"params": params.LIST_PARAMS, "responses": LIST_RESPONSES}
+        common: dict[str, Any] = {"surface": SURFACE, "checks_parameters": False, "tags": _TAGS}
         return [
             CallRoute(
                 "/api/v1/pods",
@@ -168,8 +165,8 @@ class KubeRoutes:
                 (LIST, WATCH),
                 list_call,
                 self.all_pods,
-                declare_all_pods,
-                options={"summary": "Kubernetes PodList of every namespace, or ?watch=1", **lists},
+                summary="Kubernetes PodList of every namespace, or ?watch=1",
+                **lists,
                 **common,
             ),
             CallRoute(
@@ -178,36 +175,30 @@ class KubeRoutes:
                 (LIST, WATCH),
                 list_call,
                 self.namespaced_pods,
-                declare_namespaced_pods,
-                options={"summary": "Kubernetes PodList of one namespace, or ?watch=1", **lists},
+                summary="Kubernetes PodList of one namespace, or ?watch=1",
+                **lists,
                 **common,
             ),
-            *self.watch_calls(common),
             CallRoute(
                 "/api/v1/namespaces/{namespace}/pods/{name}",
                 "KubeGetPod",
                 (GET,),
                 named(GET),
                 self.get_pod,
-                declare_get_pod,
-                options={
-                    "summary": "One Kubernetes Pod, by namespace and name",
-                    "response_class": Response,
-                    "responses": GET_RESPONSES,
-                    "tags": _TAGS,
-                },
+                summary="One Kubernetes Pod, by namespace and name",
+                responses=GET_RESPONSES,
                 **common,
             ),
+            # Last: no path of theirs is another's, and the router asks each route in turn.
+            *self.watch_calls(common),
         ]
 
     def watch_calls(self, common: dict[str, Any]) -> list[CallRoute]:
         """The deprecated watch paths (apiserver endpoints/installer.go MethodWatchList and
         MethodWatch): a watch whatever `watch` says, though validated as a list without it."""
         watches: dict[str, Any] = {
-            "response_class": Response,
+            "params": params.LIST_PARAMS,
             "responses": WATCH_RESPONSES,
-            "openapi_extra": {"parameters": LIST_PARAMETERS},
-            "tags": _TAGS,
             "deprecated": True,
         }
         return [
@@ -217,8 +208,8 @@ class KubeRoutes:
                 (WATCH,),
                 named(WATCH),
                 self.watch_all,
-                declare_all_pods,
-                options={"summary": "Watch the pods of every namespace (use ?watch=1)", **watches},
+                summary="Watch the pods of every namespace (use ?watch=1)",
+                **watches,
                 **common,
             ),
             CallRoute(
@@ -227,8 +218,8 @@ class KubeRoutes:
                 (WATCH,),
                 named(WATCH),
                 self.watch_namespaced,
-                declare_namespaced_pods,
-                options={"summary": "Watch the pods of one namespace (use ?watch=1)", **watches},
+                summary="Watch the pods of one namespace (use ?watch=1)",
+                **watches,
                 **common,
             ),
             CallRoute(
@@ -237,19 +228,21 @@ class KubeRoutes:
                 (WATCH,),
                 named(WATCH),
                 self.watch_named,
-                declare_get_pod,
-                options={"summary": "Watch one pod (use ?watch=1&fieldSelector=metadata.name=)", **watches},
+                summary="Watch one pod (use ?watch=1&fieldSelector=metadata.name=)",
+                **watches,
                 **common,
             ),
         ]
 
-    async def watch_all(self, request: Request, call: Call) -> Response:
+    async def watch_all(self, request: Request, call: Call, args: Args) -> Response:
         return watching.respond(self.core, request, call, None)
 
-    async def watch_namespaced(self, request: Request, call: Call, namespace: str) -> Response:
+    async def watch_namespaced(self, request: Request, call: Call, args: Args, namespace: str) -> Response:
         return watching.respond(self.core, request, call, namespace)
 
-    async def watch_named(self, request: Request, call: Call, namespace: str, name: str) -> Response:
+    async def watch_named(
+        self, request: Request, call: Call, args: Args, namespace: str, name: str
+    ) -> Response:
         return watching.respond(self.core, request, call, namespace, name)
 
     async def version(self) -> Response:
@@ -264,20 +257,18 @@ class KubeRoutes:
     async def api_v1(self) -> Response:
         return Response(orjson.dumps(kubeobjects.API_RESOURCE_LIST), media_type=formats.JSON)
 
-    async def all_pods(self, request: Request, call: Call) -> Response:
+    async def all_pods(self, request: Request, call: Call, args: Args) -> Response:
         return await self._list_or_watch(request, call, None)
 
-    async def namespaced_pods(self, request: Request, call: Call, namespace: str) -> Response:
+    async def namespaced_pods(self, request: Request, call: Call, args: Args, namespace: str) -> Response:
         return await self._list_or_watch(request, call, namespace)
 
     async def _list_or_watch(self, request: Request, call: Call, namespace: str | None) -> Response:
-        if call.problem is not None:
-            raise call.problem
         if call.name == WATCH:
             return watching.respond(self.core, request, call, namespace)
         return await self.lists.respond(request, namespace)
 
-    async def get_pod(self, request: Request, call: Call, namespace: str, name: str) -> Response:
+    async def get_pod(self, request: Request, call: Call, args: Args, namespace: str, name: str) -> Response:
         media = params.accepted(request)
         hits = self.core.cache.by_name(namespace, name)
         if not hits:
@@ -299,22 +290,6 @@ class KubeRoutes:
     async def namespaced_events(self, request: Request, namespace: str) -> Response:
         """`kubectl describe pod` lists the pod's events here, by its name and uid."""
         return await kubeevents.events(self.core, request, namespace)
-
-
-# The declarations take no typed parameters: the query is read as the API server reads it
-# (gateway/kube/params.py) and documented by LIST_PARAMETERS.
-
-
-async def declare_all_pods() -> Response:
-    unreachable()
-
-
-async def declare_namespaced_pods(namespace: str) -> Response:
-    unreachable()
-
-
-async def declare_get_pod(namespace: str, name: str) -> Response:
-    unreachable()
 
 
 def discovery(request: Request, legacy: Any, aggregated: Any) -> Response:

@@ -504,7 +504,7 @@ async def test_http_metrics_count_each_request_once_by_route_and_bounded_labels(
 
 async def test_http_series_are_the_instrumentators_for_call_routes_and_the_rest(gateway: Gateway) -> None:
     """The five series prometheus-fastapi-instrumentator makes, by its names, help, labels and
-    buckets, for a route the front layer answers and for one FastAPI answers."""
+    buckets, for a route the call router answers and for one FastAPI answers."""
     await gateway.client.get("/v1/pods/uid-a")
     await gateway.client.get("/healthz")
     text = (await gateway.client.get("/metrics")).text

@@ -22,7 +22,8 @@ from pods_api.core.policy.calls import CALLS, Call, Calls, refusal
 from pods_api.gateway.admission import Call as HttpCall
 from pods_api.gateway.admission import named
 from pods_api.gateway.app import create_app
-from pods_api.gateway.front import CallRoute, unreachable
+from pods_api.gateway.params import Args
+from pods_api.gateway.router import CallRoute
 from pods_api.serve.sockets import bind_unix, claim
 
 COUNT = Call("CountPods", limited=True, gated=True, metric="count")
@@ -44,13 +45,10 @@ def _count_handler(core: Core) -> list[grpc.GenericRpcHandler]:
 def _count_route(core: Core) -> CallRoute:
     """CountPods over HTTP, as a new call's route would be declared."""
 
-    async def count(request: Request, call: HttpCall) -> Response:
+    async def count(request: Request, call: HttpCall, args: Args) -> Response:
         return JSONResponse({"pods": len(core.cache)})
 
-    async def declaration() -> dict[str, int]:
-        unreachable()
-
-    return CallRoute("/v1/count", "CountPods", ("CountPods",), named("CountPods"), count, declaration)
+    return CallRoute("/v1/count", "CountPods", ("CountPods",), named("CountPods"), count)
 
 
 @pytest.fixture
