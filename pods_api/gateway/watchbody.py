@@ -88,12 +88,7 @@ class WatchBody(Response):
         timer = StallTimer(self._send_timeout, stalled.cancel)
         try:
             with stalled:
-                start = {
-                    "type": "http.response.start",
-                    "status": self.status_code,
-                    "headers": self.raw_headers,
-                }
-                await _timed(send, timer, start)
+                await _timed(send, timer, self._start())
                 async with anyio.create_task_group() as group:
                     if self._heartbeat is not None:
                         group.start_soon(self._beat, send, timer, self._heartbeat)
@@ -125,14 +120,15 @@ class WatchBody(Response):
             self._call.end(exc.code)
             last = self._wording.ended(exc)
             if last:
+                self._open = False  # no heartbeat after the last frame
                 await _timed(send, timer, _chunk(preamble + last if first else last))
         except asyncio.CancelledError:
             self._call.end(Code.CANCELLED)  # the client left (or stalled: then _cut_off says so)
             raise
         finally:
+            self._open = False  # no heartbeat after the last frame
             await _close(frames)
         self._call.end(Code.OK)  # (unless it ended otherwise first: the first reason wins)
-        self._open = False
         await _timed(send, timer, {"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _beat(self, send: Send, timer: StallTimer, seconds: float) -> None:
