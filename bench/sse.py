@@ -60,7 +60,7 @@ def _ours(items: list[dict[str, Any]]) -> tuple[Any, Any, Callable[[int], None]]
     from pods_api.core.config import Config
     from pods_api.core.store.pod import PodVersion
     from pods_api.gateway.app import create_app
-    from pods_api.gateway.connection import GatewayConnection
+    from pods_api.gateway.server.connection import GatewayConnection
 
     core = build_core(Config(node_name="bench", qps=0))
     sink = core.cache.source("bench")

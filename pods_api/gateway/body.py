@@ -8,8 +8,8 @@ high-water mark, and the body itself exists once, however many callers read it.
 
 While it is sent it counts against the surface's List budget (core/policy/inflight.py), and a
 send its client takes nothing of for the send timeout drops the connection
-(`connection.STALL`): a client that asks for a List and never reads it no longer holds the body
-for as long as it stays connected (30 of them held 1.1 GB).
+(`ConnectionHooks.drop`, gateway/server/hooks.py): a client that asks for a List and never
+reads it no longer holds the body for as long as it stays connected (30 of them held 1.1 GB).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.policy.throttled_log import ThrottledLog
-from pods_api.gateway.connection import STALL, Stall
+from pods_api.gateway.server.hooks import ConnectionHooks, connection_hooks
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,13 @@ class SharedBody(Response):
             if len(body) <= WHOLE:
                 await super().__call__(scope, receive, send)
                 return
-            stall: Stall | None = scope.get("extensions", {}).get(STALL)
-            await _sliced(self, send, stall)
+            await _sliced(self, send, connection_hooks(scope))
         finally:
             self._release()
 
 
-async def _sliced(response: SharedBody, send: Send, stall: Stall | None) -> None:
-    """Each send must be taken within the stall's seconds (it waits while the connection's
+async def _sliced(response: SharedBody, send: Send, stall: ConnectionHooks | None) -> None:
+    """Each send must be taken within the send timeout (it waits while the connection's
     buffer is full), or the connection is dropped, and with it what it holds of the body."""
     body = response.body
     # Slices as memoryviews: no copy here; the HTTP/1.1 protocol frames (copies) one at a time.
@@ -95,10 +94,12 @@ async def _sliced(response: SharedBody, send: Send, stall: Stall | None) -> None
             await send(message)
             continue
         try:
-            async with asyncio.timeout(stall.seconds):
+            async with asyncio.timeout(stall.send_timeout):
                 await send(message)
         except TimeoutError:
-            _DROPPED_LOG.warning(f"dropped a List response whose client took nothing for {stall.seconds:g} s")
+            _DROPPED_LOG.warning(
+                f"dropped a List response whose client took nothing for {stall.send_timeout:g} s"
+            )
             stall.drop()
             return
 

@@ -23,13 +23,12 @@ from pods_api.core.api.status import InvalidArgument, NotFound, quote
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View, parse_view
 from pods_api.core.store.lookup import CONTAINER_ID, POD_IP, LookupKey, find
-from pods_api.gateway import formats, openapi
+from pods_api.gateway import formats, openapi, sse
 from pods_api.gateway.admission import GET, LIST, LOOKUP, WATCH, Call, named
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
 from pods_api.gateway.body import SharedBody
 from pods_api.gateway.params import FLAG, TEXT, TEXTS, Args, Param
 from pods_api.gateway.router import CallRoute
-from pods_api.gateway.sse import WatchResponse, open_watch, stream, stream_when_synced
 
 FIELDS_DOC = (
     "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "
@@ -215,13 +214,13 @@ class PodsRoutes:
     def _watch(self, call: Call, args: Args, view: View) -> Response:
         core = self.core
         since = resume_revision(args[LAST_EVENT_ID], args[RESOURCE_VERSION])
-        config = core.config
         if call.waits_for_sync:
             stopping = core.cache.hub.stopping
-            waiting = stream_when_synced(core.streams, self.synced, stopping, view, since, call)
-            return WatchResponse(waiting, None, call, config.heartbeat, config.send_timeout)
-        opened = open_watch(core.streams, view, since)
-        return WatchResponse(stream(opened, call), opened, call, config.heartbeat, config.send_timeout)
+            waiting = sse.when_synced(core.streams, self.synced, stopping, view, since)
+            return sse.watch_body(waiting, None, call, core.config)
+        # TooManyWatchers and ServerStopping are refusals the surface answers (with Retry-After).
+        opened = core.streams.open(view, since)
+        return sse.watch_body(opened.frames(sse.ENCODING), opened, call, core.config)
 
     async def get_pod(self, request: Request, call: Call, args: Args, uid: str) -> Response:
         view = query_view(args[FIELDS])

@@ -16,36 +16,29 @@ connection are all the pods.
 A watch that falls behind, or is open when the server stops, ends with an ERROR event whose data
 is the error body (RESOURCE_EXHAUSTED, UNAVAILABLE). A comment line is sent every heartbeat.
 
-The watch itself (start, what a view shows, the frame cache) is core/store/stream.py; this module is
-the SSE encoding and the mapping of a watch's end to an ERROR event.
+The watch itself (start, what a view shows, the frame cache) is core/store/stream.py, and its
+response (the stall guard, heartbeats, the end) is gateway/watchbody.py's, shared with the
+Kubernetes view; this module is the SSE encoding and its words for a watch's end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 
-import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from sse_starlette.sse import SendTimeoutError
-from starlette.types import Message, Receive, Scope, Send
+from sse_starlette import ServerSentEvent
 
-from pods_api.core.policy.throttled_log import ThrottledLog
+from pods_api.core.api.status import StatusError
+from pods_api.core.config import Config
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch, WatchStreams
-from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
+from pods_api.core.store.watch import EventType
 from pods_api.gateway.admission import Call
 from pods_api.gateway.assemble import pod_bytes
-from pods_api.gateway.connection import LAST_WORDS
-from pods_api.gateway.errors import ApiError, Code, error_body
+from pods_api.gateway.errors import Code, error_body
+from pods_api.gateway.watchbody import WatchBody, Wording
 
-log = logging.getLogger(__name__)
-
-# A watch slot frees only when another watch ends: retrying every second is pointless.
-WATCH_LIMIT_RETRY_AFTER = 5.0
-_STALLED_LOG = ThrottledLog(log)
 _SYNCED = b"{}"
 _RESUMED = b'{"resumed":true}'
 
@@ -79,138 +72,40 @@ ENCODING = Encoding("sse", _event, _synced, join_start=True)
 RETRY = b"retry: 1000\n"
 
 
-def open_watch(streams: WatchStreams, view: View, since: int | None) -> Watch:
-    """Raises ApiError: RESOURCE_EXHAUSTED at the watcher limit, UNAVAILABLE when stopping."""
-    try:
-        return streams.open(view, since)
-    except TooManyWatchers as exc:
-        raise ApiError(Code.RESOURCE_EXHAUSTED, str(exc), retry_after=WATCH_LIMIT_RETRY_AFTER) from None
-    except ServerStopping as exc:
-        raise ApiError(Code.UNAVAILABLE, str(exc)) from None
+def _ended(exc: StatusError) -> bytes:
+    return error_frame(exc.code, exc.message)
 
 
-async def stream(watch: Watch, call: Call) -> AsyncIterator[bytes]:
-    first = True
-    try:
-        async for data in watch.frames(ENCODING):
-            yield RETRY + data if first else data
-            first = False
-    except WatchEnded as exc:
-        call.end(exc.code)
-        yield (RETRY if first else b"") + error_frame(exc.code, str(exc))
-    except (GeneratorExit, asyncio.CancelledError):
-        # Closed or cancelled under us: the client went away (unless the end was already known).
-        call.end(Code.CANCELLED)
-        raise
-    finally:
-        watch.close()
+# What the one watch body (gateway/watchbody.py) says of an SSE watch besides its events.
+WORDING = Wording(
+    media_type="text/event-stream",
+    ended=_ended,
+    # Caches and proxies must pass each event on at once, and keep none of them.
+    headers={"Cache-Control": "no-store", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
+    preamble=RETRY,
+    heartbeat=ServerSentEvent(comment="heartbeat", sep="\n").encode(),
+)
 
 
-async def stream_when_synced(
-    streams: WatchStreams,
-    synced: asyncio.Event,
-    stopping: asyncio.Event,
-    view: View,
-    since: int | None,
-    call: Call,
+def watch_body(frames: AsyncIterator[bytes], watch: Watch | None, call: Call, config: Config) -> WatchBody:
+    """The response of an SSE watch: `frames` (the watch's, or `when_synced`'s)."""
+    return WatchBody(
+        frames, WORDING, call, send_timeout=config.send_timeout, heartbeat=config.heartbeat, watch=watch
+    )
+
+
+async def when_synced(
+    streams: WatchStreams, synced: asyncio.Event, stopping: asyncio.Event, view: View, since: int | None
 ) -> AsyncIterator[bytes]:
-    """A watch accepted before the pod sources synced: heartbeats (the response's) until they
-    have (`synced`), then the watch as `stream`; ERROR UNAVAILABLE if the server stops first."""
+    """A watch accepted before the pod sources synced: heartbeats (the body's) until they have
+    (`synced`), then the watch; raises (the body says it) if the server stops first or the watch
+    is refused."""
     waits = [asyncio.ensure_future(synced.wait()), asyncio.ensure_future(stopping.wait())]
     try:
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for wait in waits:
             wait.cancel()
-    try:
-        watch = open_watch(streams, view, since)
-    except ApiError as exc:
-        call.end(exc.code)
-        yield RETRY + error_frame(exc.code, exc.message)
-        return
-    async for data in stream(watch, call):
-        yield data
-
-
-class WatchResponse(EventSourceResponse):
-    """An event stream that always lets go of its watcher, however the response ends (even if
-    the stream never starts, e.g. the client left before the first byte).
-
-    The send timeout (a client that has taken nothing for `send_timeout` is cut off) is one
-    timer per stream rather than sse-starlette's cancel scope with a deadline around every
-    send: that scope cost ~7 µs a frame, 14% of a frame's CPU (`python -m bench sse`). The timer is
-    re-armed only when it fires, to the deadline of the send then pending, so a stalled send
-    is still cut off `send_timeout` after it began, with the same SendTimeoutError."""
-
-    def __init__(
-        self,
-        content: AsyncIterator[bytes],
-        watch: Watch | None,
-        call: Call,
-        heartbeat: float,
-        send_timeout: float,
-    ) -> None:
-        super().__init__(
-            content,
-            ping=heartbeat,
-            sep="\n",
-            ping_message_factory=lambda: ServerSentEvent(comment="heartbeat", sep="\n"),
-            send_timeout=send_timeout,
-        )
-        self._watch = watch
-        self._call = call
-        self._timeout = send_timeout
-        # When each pending send began: a heartbeat's can overlap a data send. Each send is
-        # timed on its own: timing "some send pending" from the first of a run of overlapping
-        # ones cut off SSE watchers that kept reading, once a starved server's sends took long
-        # enough to overlap without a gap for the send timeout (W7, BENCHMARKS.md).
-        self._sends: dict[object, float] = {}
-        self._stalled = anyio.CancelScope()  # around the stream, cancelled by a stalled send
-        self._timer: asyncio.TimerHandle | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._timeout, self._check_send, loop)
-        try:
-            await super().__call__(scope, receive, send)
-        except SendTimeoutError:
-            if self._watch is not None:
-                self._watch.close()
-            # The client has read nothing for the send timeout: its watcher is cut off. It still
-            # hears why, after what it has not read yet (the server's connection class queues
-            # the ERROR past flow control); an ASGI server without that just drops it.
-            self._call.outcome = Code.RESOURCE_EXHAUSTED
-            message = f"took nothing for {self._timeout:g} s; fell behind: list and watch again"
-            last_words = scope.get("extensions", {}).get(LAST_WORDS)
-            told = last_words is not None and last_words(error_frame(Code.RESOURCE_EXHAUSTED, message))
-            _STALLED_LOG.warning(
-                f"ending a watch whose client took nothing for {self._timeout:g} s"
-                + ("" if told else "; it could not be told")
-            )
-        finally:
-            self._timer.cancel()
-            if self._watch is not None:
-                self._watch.close()  # (a watch opened later, by the stream, closes itself)
-
-    def _check_send(self, loop: asyncio.AbstractEventLoop) -> None:
-        since, now = min(self._sends.values(), default=None), loop.time()
-        if since is not None and now - since >= self._timeout:
-            self._stalled.cancel()
-            return
-        due = (since if since is not None else now) + self._timeout
-        self._timer = loop.call_at(due, self._check_send, loop)
-
-    async def _send_with_timeout(self, send: Send, message: Message) -> None:
-        # Data and heartbeats both come here, the one in a send the other may be waiting on.
-        token = object()
-        self._sends[token] = asyncio.get_running_loop().time()
-        try:
-            await send(message)
-        finally:
-            del self._sends[token]
-
-    async def _stream_response(self, send: Send) -> None:
-        with self._stalled:
-            await super()._stream_response(send)
-        if self._stalled.cancel_called:
-            raise SendTimeoutError()
+    with streams.open(view, since) as watch:
+        async for data in watch.frames(ENCODING):
+            yield data

@@ -4,16 +4,13 @@ on one shared core (cache, rate limiter, metrics)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
-import uvicorn
 from prometheus_client import start_http_server
 
 from pods_api.core.assembly import Core, build_core
@@ -23,7 +20,7 @@ from pods_api.core.policy import connections as limits
 from pods_api.core.policy.metrics import event_type_label
 from pods_api.core.store.cache import OverlaySink, SourceSink
 from pods_api.gateway.app import create_app
-from pods_api.gateway.connection import GatewayConnection
+from pods_api.gateway.server.runner import GatewayServer, gateway_server
 from pods_api.serve import heap, sockets
 from pods_api.sources import Source, SourceContext, StatusOverlay, configures_static_pods, registry
 from pods_api.sources.supervisor import supervise
@@ -58,12 +55,6 @@ def build_sources(config: Config, core: Core) -> list[Source]:
         config.node_name, on_error=count, on_connected=connected, on_unknown_event=unknown
     )
     return config.sources(context)
-
-
-class _Uvicorn(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield  # the process's signals are ours: one shutdown path for every surface
 
 
 async def serve(config: Config) -> None:
@@ -192,7 +183,7 @@ async def _start_grpc(core: Core, claims: list[sockets.Claim]) -> grpc.aio.Serve
     return server
 
 
-async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvicorn, asyncio.Task[None]]:
+async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[GatewayServer, asyncio.Task[None]]:
     config = core.config
     claimed = _claim(config.http_socket_path, config, claims)
     listeners = [sockets.bind_unix(claimed, config.socket_mode, config.socket_group)]
@@ -204,22 +195,7 @@ async def _start_gateway(core: Core, claims: list[sockets.Claim]) -> tuple[_Uvic
         for listener in listeners:
             listener.close()
         raise
-    assert config.max_connections is not None  # serve() resolved it
-    server = _Uvicorn(
-        uvicorn.Config(
-            create_app(core),
-            http=GatewayConnection.configured(
-                config.header_timeout, config.max_connections, config.send_timeout
-            ),
-            lifespan="off",
-            ws="none",  # nothing is served over WebSocket; upgrades are refused (gateway/connection.py)
-            log_config=None,
-            access_log=False,
-            timeout_graceful_shutdown=1,
-            timeout_keep_alive=int(max(1, config.idle_timeout)),
-            proxy_headers=False,  # node-local: there is no proxy whose X-Forwarded-* to trust
-        )
-    )
+    server = gateway_server(create_app(core), config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=listeners))
     return server, task
 
@@ -235,7 +211,7 @@ def _start_metrics(core: Core) -> Any:
 async def _shutdown(
     core: Core,
     grpc_server: grpc.aio.Server,
-    http: tuple[_Uvicorn, asyncio.Task[None]],
+    http: tuple[GatewayServer, asyncio.Task[None]],
     tasks: list[asyncio.Task[None]],
 ) -> None:
     """Stop accepting, end watches with UNAVAILABLE, stop sources: within SHUTDOWN_GRACE."""

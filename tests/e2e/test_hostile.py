@@ -1022,6 +1022,53 @@ def test_an_sse_client_stalled_past_the_send_timeout_still_gets_its_final_error(
     assert "ASGI callable returned without completing response" not in "".join(served.lines)
 
 
+def _dechunked(body: bytes) -> bytes:
+    """An HTTP/1.1 chunked body's data; raises if it does not end with its last chunk."""
+    data = bytearray()
+    while True:
+        size_line, body = body.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if size == 0:
+            assert body == b"\r\n", "trailing bytes after the last chunk"
+            return bytes(data)
+        data += body[:size]
+        assert body[size : size + 2] == b"\r\n", "a chunk cut short"
+        body = body[size + 2 :]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/pods?watch=1", "/api/v1/watch/pods"])
+def test_a_kubernetes_watch_stalled_past_the_send_timeout_is_told_why_then_ends(
+    tmp_path: Path, fixtures: Path, path: str
+) -> None:
+    """--send-timeout ends a Kubernetes-view watch too (it had a 30 s of its own): its client,
+    reading again, gets what was on its way, an ERROR event with the Status saying why (429, as
+    client-go backs off before it watches again), then the end of the chunked body, never a
+    truncated one."""
+    args = ("--fixtures", str(fixtures), "--send-timeout", "1", "--watch-buffer", "2")
+    with serving(tmp_path / "run", *args) as served:
+        sock = connect(served.http_socket)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % path.encode())
+        _flood(fixtures, served, rounds=6)
+        served.wait_for_line("ending a watch whose client took nothing for 1 s")
+        stream = read_until_closed(sock)  # now it reads: everything, then the end
+        sock.close()
+        served.stop()
+    head, body = stream.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    events = [json.loads(line) for line in _dechunked(body).splitlines()]
+    assert events[:-1] and all(e["type"] in ("ADDED", "MODIFIED") for e in events[:-1])
+    last = events[-1]
+    assert last["type"] == "ERROR", last["type"]
+    status = last["object"]
+    assert (status["kind"], status["status"], status["code"]) == ("Status", "Failure", 429)
+    assert status["reason"] == "TooManyRequests"
+    assert "took nothing for 1 s" in status["message"]
+    assert "it could not be told" not in "".join(served.lines)
+    assert_no_traceback(served)
+
+
 # -- a source that cannot move on ------------------------------------------------------------------
 
 

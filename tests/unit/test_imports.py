@@ -173,3 +173,40 @@ def test_nothing_imports_the_package_by_a_link_s_spelling() -> None:
     assert len(files) > 100
     spelled = [s for path in files for s in _spellings(path)]
     assert not spelled, "import pods_api.* instead of a link's spelling:\n" + "\n".join(spelled)
+
+
+def _named_imports(path: Path) -> set[str]:
+    """The absolute module names one file's import statements name (other libraries' too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")  # (`__future__` is no one's internals)
+
+
+# The libraries whose internals the gateway's HTTP server builds on (gateway/server/).
+SERVER_LIBRARIES = ("uvicorn", "h11")
+
+
+def test_library_internals_are_reached_from_one_room() -> None:
+    """Only gateway/server/ imports uvicorn and h11, so that an upgrade of them is a review of that
+    package alone; and no module imports another library's private module (a `_name` part), but
+    the generated protobuf modules, as grpcio's generator writes them."""
+    reaching, private = [], []
+    for name, path in _modules().items():
+        generated = name.startswith(("pods_api.core.api.pb.", "pods_api.sources.cri.pb."))
+        for module in _named_imports(path):
+            if module.split(".")[0] == "pods_api":
+                continue
+            if module.split(".")[0] in SERVER_LIBRARIES and not name.startswith("pods_api.gateway.server."):
+                reaching.append(f"{name} imports {module}")
+            if not generated and any(_private(part) for part in module.split(".")):
+                private.append(f"{name} imports {module}")
+    assert reaching == [], "outside gateway/server/: " + "; ".join(reaching)
+    assert private == [], "private modules: " + "; ".join(private)

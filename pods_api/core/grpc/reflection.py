@@ -12,8 +12,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
-from grpc_reflection.v1alpha import reflection_pb2
-from grpc_reflection.v1alpha._async import ReflectionServicer
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 V1ALPHA = "grpc.reflection.v1alpha"
 V1 = "grpc.reflection.v1"
@@ -48,7 +47,7 @@ def enable(service_names: list[str], server: grpc.aio.Server) -> None:
     """Serve reflection for service_names (the reflection services themselves are added)."""
     pool = descriptor_pool.Default()
     _v1_file(pool)
-    servicer = ReflectionServicer([*service_names, *SERVICE_NAMES], pool=pool)
+    servicer = reflection.aio.ReflectionServicer([*service_names, *SERVICE_NAMES], pool=pool)
     method = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
         request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,

@@ -8,8 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.assembly import Core
@@ -124,8 +123,8 @@ class _GenericOnly:
 def _add_health(server: grpc.aio.Server, cache: PodCache) -> None:
     """grpc.health.v1: SERVING once the pod sources have synced, for the server ("") and each
     Pods service; Watch on it tells a client the moment readiness changes."""
-    health = HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, _GenericOnly(server))
+    servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, _GenericOnly(server))
     names = ["", *SERVICES]
     tasks: set[asyncio.Task[None]] = set()
 
@@ -134,7 +133,7 @@ def _add_health(server: grpc.aio.Server, cache: PodCache) -> None:
             health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         for name in names:
-            await health.set(name, status)
+            await servicer.set(name, status)
 
     def on_readiness(ready: bool) -> None:
         task = asyncio.get_running_loop().create_task(publish(ready))

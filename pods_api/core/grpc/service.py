@@ -25,6 +25,7 @@ from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
 from pods_api.core.api.status import InvalidArgument, NotFound
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
 from pods_api.core.policy.inflight import BytesInFlight
+from pods_api.core.policy.stall import StallTimer
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
@@ -133,57 +134,31 @@ async def send_bounded(
     what was on its way, then the status. (Cancelling the call's task alone sends nothing:
     grpc.aio then neither sends a status nor resets the stream, and the client waits for ever.)
 
-    Frames are written with `context.write` (no generator between the stream and grpc), and one
-    timer per watch checks the send under way, rather than a timer made and cancelled per
-    frame."""
+    Frames are written with `context.write` (no generator between the stream and grpc), under
+    the stream's one stall timer (core/policy/stall.py)."""
     # The headers go on their own first: grpc otherwise adds them to the first write, and a
     # status sent while that write is pending would carry a second set (a refused batch).
     await context.send_initial_metadata(())
-    guard = _SendGuard(send_timeout)
-    write, clock = context.write, guard.clock
+    task = asyncio.current_task()
+    assert task is not None  # a handler runs in its call's task
+
+    def stalled() -> None:
+        _STALLED_LOG.warning(f"ending a gRPC watch whose client took nothing for {send_timeout:g} s")
+        task.cancel()
+
+    timer = StallTimer(send_timeout, stalled)
+    write, begin, end = context.write, timer.begin, timer.end
     try:
         async for frame in frames:
-            guard.since = clock()
+            sending = begin()
             await write(frame)
-            guard.since = None
+            end(sending)
     except asyncio.CancelledError:
-        if not guard.fired or guard.uncancel():
-            raise  # cancelled by grpc (the client went away), not (only) by the guard
+        if not timer.fired or task.uncancel():
+            raise  # cancelled by grpc (the client went away), not (only) by the stall timer
         raise TookNothing(send_timeout) from None
     finally:
-        guard.cancel()
-
-
-class _SendGuard:
-    """Cancels the calling task once one send has taken `seconds`. Its timer fires every
-    `seconds` at most: on time, or re-armed for when the send under way would reach the limit."""
-
-    def __init__(self, seconds: float) -> None:
-        loop = asyncio.get_running_loop()
-        self.clock = loop.time
-        self.since: float | None = None  # when the send under way began; None: not sending
-        self.fired = False  # the guard cancelled the call's task
-        self._call = asyncio.current_task()
-        self._seconds = seconds
-        self._loop = loop
-        self._timer = loop.call_later(seconds, self._check)
-
-    def _check(self) -> None:
-        since, now = self.since, self.clock()
-        if since is not None and now - since >= self._seconds:
-            _STALLED_LOG.warning(f"ending a gRPC watch whose client took nothing for {self._seconds:g} s")
-            if self._call is not None:
-                self.fired = True
-                self._call.cancel()
-            return
-        self._timer = self._loop.call_at((now if since is None else since) + self._seconds, self._check)
-
-    def uncancel(self) -> int:
-        """Takes back the guard's cancellation; the cancellations still pending (someone else's)."""
-        return 0 if self._call is None else self._call.uncancel()
-
-    def cancel(self) -> None:
-        self._timer.cancel()
+        timer.close()
 
 
 _STALLED_LOG = ThrottledLog(log)

@@ -145,7 +145,10 @@ class ServerStopping(WatchEnded):
 
 
 class TooManyWatchers(ResourceExhausted):
-    pass
+    """At the watcher limit (`--max-watchers`). Every surface says when to retry: a watch slot
+    frees only when another watch ends, so retrying every second is pointless."""
+
+    retry_after = 5.0
 
 
 class _Pending:

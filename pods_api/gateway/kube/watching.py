@@ -17,37 +17,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.responses import Response
 
-from pods_api.core.api.status import Code
+from pods_api.core.api.status import StatusError
 from pods_api.core.api.table import IncludeObject
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
 from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch
-from pods_api.core.store.watch import EventType, ServerStopping, TooManyWatchers, WatchEnded
+from pods_api.core.store.watch import EventType, TookNothing, WatchEnded
 from pods_api.gateway import formats
 from pods_api.gateway.admission import Call
 from pods_api.gateway.kube import params
-from pods_api.gateway.kube.errors import KubeError, expired, too_large
+from pods_api.gateway.kube.errors import expired, from_status, too_large
 from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, error_event, pod_bytes, table
-
-log = logging.getLogger(__name__)
+from pods_api.gateway.watchbody import WatchBody, Wording
 
 # A watch without timeoutSeconds ends after a random time in [1800, 3600) s, as the API server's
 # --min-request-timeout (1800) spreads its watches, so a fleet of clients does not re-list at once.
 MIN_REQUEST_TIMEOUT = 1800.0
-# A client whose socket has not taken a write for this long is gone or stuck (as for SSE).
-SEND_TIMEOUT = 30.0
-# A watch slot frees only when another watch ends: retrying every second is pointless.
-WATCH_LIMIT_RETRY_AFTER = 5.0
 
 
 def _event(kind: EventType, pod: PodVersion, view: View, revision: int | None) -> bytes:
@@ -96,17 +89,15 @@ def default_timeout() -> float:
 async def events(
     watch: Watch,
     encoding: Encoding,
-    call: Call,
     *,
     seconds: float,
     bookmarks: float | None,
     revision: Callable[[], int],
     headers_first: bool = False,
 ) -> AsyncIterator[bytes]:
-    """The watch's frames, ending cleanly after `seconds` or when the watch ends (a
-    watcher that fell behind, a server stopping: the client watches again from its last
-    resourceVersion, as it does after the API server closes a watch). With `bookmarks`, a
-    BOOKMARK with the current revision whenever that many seconds pass without a frame."""
+    """The watch's frames, ending after `seconds`; raises WatchEnded when the watch ends (the
+    one watch body says it: gateway/watchbody.py). With `bookmarks`, a BOOKMARK with the current
+    revision whenever that many seconds pass without a frame."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     frames = watch.frames(encoding).__aiter__()
@@ -118,7 +109,6 @@ async def events(
                 pending = asyncio.ensure_future(anext(frames))
             left = deadline - loop.time()
             if left <= 0:
-                call.end(Code.OK)
                 return
             await asyncio.wait({pending}, timeout=min(left, bookmarks) if bookmarks else left)
             if pending.done():
@@ -131,11 +121,6 @@ async def events(
                 # Every event published so far has been taken (and shown, or not in the view):
                 # the client may resume from the current revision.
                 yield bookmark(revision())
-    except WatchEnded as exc:
-        call.end(exc.code)
-    except (GeneratorExit, asyncio.CancelledError):
-        call.end(Code.CANCELLED)
-        raise
     finally:
         if pending is not None and not pending.done():
             pending.cancel()
@@ -146,26 +131,18 @@ async def events(
         watch.close()
 
 
-class WatchResponse(StreamingResponse):
-    """A chunked `application/json` stream that always lets go of its watcher, however the
-    response ends (even when the client leaves before the first byte), and ends when a write
-    has not been taken for SEND_TIMEOUT (a client gone or stuck; its watcher is cut off by
-    then: it fell behind)."""
+def _ended(exc: StatusError) -> bytes:
+    """A watch the server ends (stopping, a watcher dropped) ends with the end of its body, as
+    the API server closes one: the client watches again from its last resourceVersion. A client
+    cut off for taking nothing hears why first: an ERROR event with the Status (429, as client-go
+    backs off before it watches again)."""
+    if isinstance(exc, TookNothing):
+        return error_event(from_status(exc).body())
+    return b""
 
-    def __init__(self, content: AsyncIterator[bytes], watch: Watch) -> None:
-        super().__init__(content, media_type="application/json")
-        self._watch = watch
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def timed(message: Message) -> None:
-            await asyncio.wait_for(send(message), SEND_TIMEOUT)
-
-        try:
-            await super().__call__(scope, receive, timed)
-        except TimeoutError:
-            log.warning("closing a Kubernetes watch whose client took nothing for %.0f s", SEND_TIMEOUT)
-        finally:
-            self._watch.close()
+# What the one watch body (gateway/watchbody.py) says of a Kubernetes watch besides its events.
+WORDING = Wording(media_type=formats.JSON, ended=_ended)
 
 
 def respond(
@@ -194,26 +171,17 @@ def respond(
     encoding = INITIAL_EVENTS if initial and bookmarks else JSON
     if media in params.TABLES:
         encoding = table_encoding(params.include(request), params.table_version(media))
-    watch = _open(core, view, since)
+    # TooManyWatchers and ServerStopping are refusals the view answers as Status errors.
+    watch = core.streams.open(view, since)
     frames = events(
         watch,
         encoding,
-        call,
         seconds=float(timeout) if timeout else default_timeout(),
         bookmarks=core.config.heartbeat if bookmarks else None,
         revision=lambda: core.cache.revision,
         headers_first=media in params.TABLES,
     )
-    return WatchResponse(frames, watch)
-
-
-def _open(core: Core, view: View, since: int | None) -> Watch:
-    try:
-        return core.streams.open(view, since)
-    except TooManyWatchers as exc:
-        raise KubeError(429, "TooManyRequests", str(exc), retry_after=WATCH_LIMIT_RETRY_AFTER) from None
-    except ServerStopping as exc:
-        raise KubeError(503, "ServiceUnavailable", str(exc)) from None
+    return WatchBody(frames, WORDING, call, send_timeout=core.config.send_timeout, watch=watch)
 
 
 def _expired(revision: int, current: int) -> Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from pods_api.gateway.connection import JoinedWrites
+from pods_api.gateway.server.connection import JoinedWrites
 
 
 def _read_all(sock: socket.socket) -> int:

@@ -14,63 +14,16 @@ from typing import Any
 
 import h11
 import uvicorn
-from sse_starlette import EventSourceResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
-from pods_api.core.store.stream import Watch
-from pods_api.gateway.admission import WATCH, Call
-from pods_api.gateway.connection import LAST_WORDS, GatewayConnection
-from pods_api.gateway.sse import WatchResponse
-from pods_api.serve.process import _Uvicorn
+from pods_api.gateway.server.connection import GatewayConnection
+from pods_api.gateway.server.hooks import connection_hooks
+from pods_api.gateway.server.runner import GatewayServer
 from pods_api.serve.sockets import bind_unix, claim
 
 # A safety net, not a synchronisation: every wait ends on an event long before this.
 TIMEOUT = 20.0
-
-
-# -- sse-starlette: the per-stream send timer replaces the per-send cancel scope ---------------
-
-
-def test_watch_response_replaces_sse_starlettes_own_methods() -> None:
-    for name in ("_send_with_timeout", "_stream_response"):
-        assert name in vars(EventSourceResponse), f"sse-starlette has no {name} any more"
-        assert name in vars(WatchResponse)
-
-
-async def test_sse_starlette_calls_both_for_every_frame() -> None:
-    calls: Counter[str] = Counter()
-
-    class Counted(WatchResponse):
-        async def _send_with_timeout(self, send: Send, message: Message) -> None:
-            calls["send"] += 1
-            await super()._send_with_timeout(send, message)
-
-        async def _stream_response(self, send: Send) -> None:
-            calls["stream"] += 1
-            await super()._stream_response(send)
-
-    async def frames() -> AsyncIterator[bytes]:
-        for data in (b"data: a\n\n", b"data: b\n\n", b"data: c\n\n"):
-            yield data
-
-    watch: Watch | None = None
-    response = Counted(frames(), watch, Call(WATCH), heartbeat=60.0, send_timeout=5.0)
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    async def receive() -> Message:
-        await asyncio.Event().wait()  # the client never leaves
-        raise AssertionError
-
-    scope: Scope = {"type": "http", "method": "GET", "path": "/v1/pods", "headers": [], "extensions": {}}
-    await asyncio.wait_for(response(scope, receive, send), TIMEOUT)
-    bodies = [m.get("body", b"") for m in sent if m["type"] == "http.response.body"]
-    assert b"".join(bodies).count(b"data: ") == 3
-    assert calls["stream"] == 1
-    assert calls["send"] >= 3  # each frame's send goes through the timer's bookkeeping
 
 
 # -- uvicorn: the gateway's HTTP/1.1 connection class ------------------------------------------
@@ -108,7 +61,8 @@ def test_gateway_connection_replaces_uvicorns_own_methods() -> None:
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
-    assert callable(scope["extensions"][LAST_WORDS])
+    hooks = connection_hooks(scope)  # what the connection offers every request's response
+    assert hooks is not None and hooks.send_timeout > 0
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
     await send({"type": "http.response.body", "body": b"ok"})
 
@@ -196,12 +150,12 @@ async def test_uvicorn_calls_every_replaced_method_on_the_attributes_it_reads(tm
 
 
 async def test_uvicorn_captures_signals_through_the_method_the_process_replaces(tmp_path: Path) -> None:
-    """pods_api/serve/process.py keeps the process's signals by replacing uvicorn.Server's
-    capture_signals: uvicorn's serve() must still enter it."""
+    """The gateway's server (gateway/server/runner.py) keeps the process's signals by replacing
+    uvicorn.Server's capture_signals: uvicorn's serve() must still enter it."""
     assert "capture_signals" in vars(uvicorn.Server), "uvicorn.Server has no capture_signals any more"
     entered: list[bool] = []
 
-    class Counted(_Uvicorn):
+    class Counted(GatewayServer):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             entered.append(True)

@@ -6,13 +6,13 @@ can open needs (core/policy/connections.py says why each limit and what value):
   client dribbling a header byte every few seconds resets it);
 - at most `max_connections` open at once: one more is answered 503 and closed at once, so the
   descriptor limit is never reached;
-- a streaming response (SSE) whose client has read nothing for the send timeout can still end
-  with its last words (`LAST_WORDS` in the scope's extensions): the final ERROR event is queued
+- a streaming response (a watch) whose client has read nothing for the send timeout can still end
+  with its last words (`ConnectionHooks.last_words`, hooks.py): the final ERROR event is queued
   behind what the client has not read, past flow control, and the connection is closed once it
   is read, or aborted LINGER seconds later if it never is;
 - a response whose client takes nothing for the send timeout is dropped with its connection,
   and what the connection still buffers of it with it: a large List's slice that waits that
-  long (`STALL`, for gateway/body.py), or a complete response left unread in the buffer (one
+  long (`ConnectionHooks.drop`, for gateway/body.py), or a complete response left unread in the buffer (one
   that goes whole), so a client that asks and never reads holds nothing for long;
 - the writes of one loop iteration leave in one system call (`JoinedWrites`): a response's head
   and body, or the SSE frames queued for one watcher, instead of one each;
@@ -28,9 +28,7 @@ can open needs (core/policy/connections.py says why each limit and what value):
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -44,6 +42,7 @@ from pods_api.core.policy.connections import (
 )
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.gateway.errors import Code, error_body
+from pods_api.gateway.server.hooks import offer
 
 log = logging.getLogger(__name__)
 
@@ -56,26 +55,30 @@ FULL_RESPONSE = (
     b"grpc-status: %d\r\nretry-after: %d\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
     % (Code.UNAVAILABLE.number, _RETRY_AFTER, len(_FULL_BODY), _FULL_BODY)
 )
-# The scope extension a streaming response calls to end with a final chunk its client may not
-# read for a while: `await`-free, it queues the bytes and ends the response.
-LAST_WORDS = "pods_api.last_words"
 # How long last words wait to be read before the connection is dropped: as long again as the
 # client was given to read anything at all.
 LINGER = 30.0
-# The scope extension a response gives up on a client with (gateway/body.py): a `Stall`.
-STALL = "pods_api.stall"
 _FULL_LOG = ThrottledLog(log)
 _SLOW_LOG = ThrottledLog(log)
 _UNREAD_LOG = ThrottledLog(log)
 
 
 @dataclass(frozen=True, slots=True)
-class Stall:
-    """How long one send may wait for its client to take something, and what drops the
-    connection (and all it buffers) once one has waited that long."""
+class _CycleHooks:
+    """The ConnectionHooks (hooks.py) of one request-response cycle of a connection."""
 
-    seconds: float
-    drop: Callable[[], None]
+    connection: GatewayConnection
+    cycle: RequestResponseCycle
+
+    @property
+    def send_timeout(self) -> float:
+        return self.connection.send_timeout
+
+    def drop(self) -> None:
+        self.connection._drop(self.cycle)
+
+    def last_words(self, data: bytes) -> bool:
+        return self.connection._last_words(self.cycle, data)
 
 
 # Writes up to this size wait for the rest of their loop iteration, to leave with what follows
@@ -210,9 +213,7 @@ class GatewayConnection(H11Protocol):
         super().handle_events()
         cycle = self.cycle
         if cycle is not None and cycle is not before:  # a request just began; its app has not run
-            extensions: dict[str, Any] = cycle.scope.setdefault("extensions", {})
-            extensions[LAST_WORDS] = functools.partial(self._last_words, cycle)
-            extensions[STALL] = Stall(self.send_timeout, functools.partial(self._drop, cycle))
+            offer(cycle.scope, _CycleHooks(self, cycle))  # type: ignore[arg-type]
 
     def _last_words(self, cycle: RequestResponseCycle, data: bytes) -> bool:
         """End `cycle`'s streaming response with `data`, without waiting for the client to make
