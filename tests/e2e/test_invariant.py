@@ -30,11 +30,12 @@ import json
 import os
 import random
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import grpc
 import httpx
@@ -185,8 +186,16 @@ class Watcher:
         self.slow = rng.random() < 0.5
         self.problems: list[str] = []
         self.trace: list[str] = []  # the last things it saw, for a failure's message
+        self.log: TextIO | None = None  # every event, with --event-log
         self.up = asyncio.Event()  # the server is there to connect to
         self.disconnect = asyncio.Event()
+
+    def note(self, line: str) -> None:
+        """What it saw: kept for a failure's message, and written to its event log if any."""
+        self.trace.append(line)
+        del self.trace[:-200]
+        if self.log is not None:
+            self.log.write(f"{time.monotonic():.6f} {line}\n")
 
     async def _applied(self) -> None:
         self.stats.events += 1
@@ -294,8 +303,7 @@ class GrpcWatcher(Watcher):
                     uid = pod_from_bytes(event.pod)["metadata"]["uid"]
                     target = self.state if synced else snapshot
                     self._check_duplicate(event.type, uid, event.pod, target)
-                    self.trace.append(f"{pods_v1alpha1_pb2.EventType.Name(event.type)} {uid}")
-                    del self.trace[:-200]
+                    self.note(f"{pods_v1alpha1_pb2.EventType.Name(event.type)} {uid}")
                     if event.type == DELETED:
                         target.pop(uid, None)
                     else:
@@ -383,7 +391,7 @@ class SseWatcher(Watcher):
         headers = {"Last-Event-ID": str(self.last_id)} if self.last_id is not None else {}
         if self.last_id is not None:
             self.stats.resumes += 1
-        self.trace.append(f"connect Last-Event-ID={self.last_id}")
+        self.note(f"connect Last-Event-ID={self.last_id}")
         transport = httpx.AsyncHTTPTransport(uds=str(self.served().http_socket))
         async with (
             httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(TIMEOUT, read=None)) as client,
@@ -415,7 +423,7 @@ class SseWatcher(Watcher):
 
     async def _event(self, fields: dict[str, str], seen: set[str]) -> bool:
         kind, data = fields.get("event"), fields.get("data", "")
-        self.trace.append(f"{kind} id={fields.get('id')} {data[:90]}")
+        self.note(f"{kind} id={fields.get('id')} {data[:90]}")
         if "id" in fields:
             revision = int(fields["id"])
             # Never back: a resume gets only what came after its id, and a coalesced event's id
@@ -455,6 +463,10 @@ class KubeWatcher(Watcher):
     def __init__(self, name: str, masked: bool, rng: random.Random, served: Callable[[], Served]) -> None:
         super().__init__(name, masked, rng, served)
         self.never_back = NeverBack(name, self.problems)
+        self.at: int | None = None  # the last resourceVersion of the current watch
+        self.first_watch = False  # the current watch is the first after a List
+        self.gaps: list[Gap] = []  # not yet explained
+        self.delivered: dict[str, int] = {}  # uid -> the newest resourceVersion it was sent at
 
     def expected(self, by_grpc: dict[str, Any], by_http: dict[str, Any]) -> dict[str, Any]:
         return {uid: _kube_part(pod) for uid, pod in by_http.items()}
@@ -472,13 +484,17 @@ class KubeWatcher(Watcher):
                 self.state = {item["metadata"]["uid"]: _kube_part(item) for item in listed["items"]}
                 for item in listed["items"]:
                     self.never_back.given("ADDED", item)
+                    self.delivered[item["metadata"]["uid"]] = int(item["metadata"]["resourceVersion"])
                 self.last_id = int(listed["metadata"]["resourceVersion"])
-                self.trace.append(f"listed at {self.last_id}")
+                self.note(f"listed at {self.last_id}")
+                self.first_watch = True
                 await self._applied()
             else:
                 self.stats.resumes += 1
+                self.first_watch = False
+            self.at = self.last_id
             params = {"watch": "1", "resourceVersion": str(self.last_id), "allowWatchBookmarks": "true"}
-            self.trace.append(f"watch from {self.last_id}")
+            self.note(f"watch from {self.last_id}")
             async with client.stream("GET", "http://localhost/api/v1/pods", params=params) as response:
                 if response.status_code != 200:
                     self.last_id = None  # refused (e.g. 504 from a restarted server): List again
@@ -499,24 +515,106 @@ class KubeWatcher(Watcher):
         kind, obj = event["type"], event["object"]
         if kind == "ERROR":
             self.told(str(obj.get("code")))
-            self.trace.append(f"ERROR {obj.get('code')} {obj.get('message')}")
+            self.note(f"ERROR {obj.get('code')} {obj.get('message')}")
             self.last_id = None
             return True
         revision = int(obj["metadata"]["resourceVersion"])
         if self.last_id is not None and revision < self.last_id:
             self.problems.append(f"{self.name}: resourceVersion {revision} after {self.last_id} (went back)")
         self.last_id = revision
+        if self.at is not None and revision > self.at + 1:
+            self.gaps.append(Gap(self.at, revision, self.first_watch, kind == "BOOKMARK", self.served()))
+            self.note(f"gap: resourceVersion {self.at} to {revision}")
+        self.at = revision
         if kind == "BOOKMARK":
             return False
         uid = obj["metadata"]["uid"]
-        self.trace.append(f"{kind} rv={revision} {uid} gen={obj['metadata'].get('labels', {}).get('gen')}")
-        del self.trace[:-200]
+        self.delivered[uid] = revision
+        self.note(f"{kind} rv={revision} {uid} gen={obj['metadata'].get('labels', {}).get('gen')}")
         self.never_back.given(kind, obj)
         if kind == "DELETED":
             self.state.pop(uid, None)
         else:
             self.state[uid] = _kube_part(obj)
         return False
+
+
+@dataclass
+class Gap:
+    """A Kubernetes watch whose resourceVersion went from `after` to `to`, skipping the
+    revisions between (the watch contract lets it: a client sees revisions increase)."""
+
+    after: int
+    to: int
+    first_watch: bool  # in the first watch after a List
+    bookmark: bool  # the jump was to a BOOKMARK
+    served: Served  # the server it was on: a restarted one counts revisions of its own
+
+
+# What a skipped revision was, for the watcher that skipped it (`explain`).
+SUPERSEDED = "superseded"  # it was sent that pod at a newer revision: coalesced into that one
+GONE = "came and went"  # it does not hold the pod, as its List does not
+HELD = "held already"  # it holds the pod as listed without a newer event: nothing to show
+UNKNOWN = "not in the ring"  # the server's ring no longer holds it, or the server restarted
+
+
+def explain(gap: Gap, ring: dict[int, str] | None, w: KubeWatcher) -> Counter[str]:
+    """What each revision `gap` skipped was, by the server's ring (revision -> uid) and what `w`
+    got since; called at a quiet point, when `w` holds what its List holds."""
+    reasons: Counter[str] = Counter()
+    for revision in range(gap.after + 1, gap.to):
+        uid = None if ring is None else ring.get(revision)
+        if uid is None:
+            reasons[UNKNOWN] += 1
+        elif w.delivered.get(uid, 0) > revision:
+            reasons[SUPERSEDED] += 1
+        elif uid not in w.state:
+            reasons[GONE] += 1
+        else:
+            reasons[HELD] += 1
+    return reasons
+
+
+async def _ring(served: Served, after: int, to: int) -> dict[int, str] | None:
+    """The uid of each revision in (after, to) as the server's ring holds it (a watch resumed
+    from `after` replays them), or None when it no longer does."""
+    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+    uids: dict[int, str] = {}
+    params = {"watch": "1", "resourceVersion": str(after)}
+    client = httpx.AsyncClient(transport=transport, timeout=TIMEOUT)
+    watch = client.stream("GET", "http://localhost/api/v1/pods", params=params)
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with client, asyncio.timeout(TIMEOUT), watch as response:
+            async for line in response.aiter_lines():
+                event = json.loads(line) if line else None
+                if event is None or event["type"] == "BOOKMARK":
+                    continue
+                if event["type"] == "ERROR":
+                    return None  # 410: the ring moved on
+                revision = int(event["object"]["metadata"]["resourceVersion"])
+                uids[revision] = event["object"]["metadata"]["uid"]
+                if revision >= to - 1:
+                    break
+    return uids
+
+
+async def explain_gaps(watchers: list[KubeWatcher], served: Served, reasons: Counter[str]) -> None:
+    """Every gap the watchers saw since the last call, explained (`explain`) into `reasons`, and
+    into each watcher's event log."""
+    gaps = [(w, g) for w in watchers for g in w.gaps]
+    if not gaps:
+        return
+    here = [g for _, g in gaps if g.served is served]
+    ring = await _ring(served, min(g.after for g in here), max(g.to for g in here)) if here else None
+    for w, gap in gaps:
+        why = explain(gap, ring if gap.served is served else None, w)
+        reasons.update(why)
+        reasons["gaps"] += 1
+        reasons["in a first watch"] += gap.first_watch
+        reasons["to a bookmark"] += gap.bookmark
+        w.note(f"gap {gap.after} to {gap.to}: {dict(why)}")
+    for w in watchers:
+        w.gaps.clear()
 
 
 def _kube_part(pod: dict[str, Any]) -> Any:
@@ -540,6 +638,7 @@ class Figures:
     disconnects: int = 0
     superseded: int = 0  # quiet points whose Lists the server moved on from: compared again
     peak_watchers: int = 0
+    gaps: Counter[str] = field(default_factory=Counter)  # the Kubernetes watchers' (explain_gaps)
     descriptors: list[int] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
 
@@ -637,7 +736,7 @@ async def _events_after(served: Served, revision: int | None, uids: set[str]) ->
     return "\n".join(lines)
 
 
-async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
+async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | None = None) -> Figures:
     rng = random.Random(seed)
     dirs = (tmp_path / "a", tmp_path / "b")
     for d in dirs:
@@ -680,6 +779,12 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
     unmasked = [w for w in watchers if not w.masked]
     everyone = [*watchers, oracle]
     figures.peak_watchers = len(everyone)
+    kube = [w for w in watchers if isinstance(w, KubeWatcher)]
+    logs = contextlib.ExitStack()
+    if event_log is not None:
+        (event_log / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
+        for w in everyone:
+            w.log = logs.enter_context((event_log / f"seed-{seed}" / f"{w.name}.log").open("w"))
     for w in everyone:
         w.up.set()
     tasks = [asyncio.create_task(w.run()) for w in everyone]
@@ -710,6 +815,7 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 break
         else:
             raise Violation(f"the server never settled: {RELISTS} Lists in a row were superseded")
+        await explain_gaps(kube, current[0], figures.gaps)
         figures.quiet_points += 1
         fds, rss = _proc_figures(current[0])
         figures.descriptors.append(fds)
@@ -750,6 +856,7 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 figures.disconnects += 1
             # Once in the short run; every RESTART_EVERY steps as well in a long one.
             if step == restart_at or (step > STEPS and step % RESTART_EVERY == 0):
+                await explain_gaps(kube, current[0], figures.gaps)
                 for w in everyone:
                     w.up.clear()
                 await asyncio.to_thread(current[0].stop)
@@ -774,6 +881,7 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
         await asyncio.gather(*tasks, return_exceptions=True)
         current[0].stop()
         current[0].close()
+        logs.close()
     figures.send_timeouts += _send_timeouts(current[0])
     _report(figures, sources, everyone)
     return figures
@@ -800,6 +908,7 @@ def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None
         f"descriptors {_span(figures.descriptors)}, RSS KiB {_span(figures.rss_kib)}; "
         f"{sum(w.never_back.checked for w in watchers if isinstance(w, SseWatcher | KubeWatcher))} "
         "versions checked never back; "
+        f"Kubernetes-view resourceVersion gaps {dict(figures.gaps)}; "
         "0 lost, 0 duplicated, 0 mismatches, 0 stale at quiet points"
     )
 
@@ -813,7 +922,8 @@ def _span(values: list[int]) -> str:
 async def test_watchers_rebuild_the_cache_from_their_events(
     seed: int, tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
-    await drive(seed, tmp_path, pytestconfig.getoption("changes"))
+    log = pytestconfig.getoption("event_log")
+    await drive(seed, tmp_path, pytestconfig.getoption("changes"), Path(log) if log else None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
