@@ -19,7 +19,11 @@ resume replayed skipped versions from).
 
 `pytest --seeds N` runs N seeds (default 2, a few seconds each), `--changes N` drives that many
 file changes per seed; every run prints its figures (events, faults, peaks, descriptors and
-memory), which RELIABILITY.md records.
+memory), which RELIABILITY.md records. `--event-log DIR` writes every event each watcher gets to
+DIR/seed-N/<watcher>.log. The Kubernetes-view watchers' resourceVersion gaps (revisions a watch
+skipped) are counted, and each skipped revision is explained at the next quiet point from the
+server's ring: a pod the watcher was later sent newer (coalesced), one it never held, or one it
+holds as listed.
 """
 
 from __future__ import annotations
