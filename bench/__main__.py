@@ -103,8 +103,8 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # view of its own: what the default --burst admits) are assembled (bench/health.py); 5
     # rounds, ~1-2 minutes.
     "health": (
-        {"count": 5000, "lists": 10, "rounds": 5, "idle": 20},
-        {"count": 200, "lists": 4, "rounds": 1, "idle": 3},
+        {"count": 5000, "lists": 10, "rounds": 5, "idle": 20, "budgets": (None, 512)},
+        {"count": 200, "lists": 4, "rounds": 1, "idle": 3, "budgets": (None,)},
     ),
 }
 # W4's rate sweep (`fanout --sweep`), (full, quick): rates a factor of about sqrt(2) apart, 10 s
@@ -235,12 +235,14 @@ def table(results: dict[str, Any]) -> list[str]:
             row(name, "kubelet CPU share", k["kubelet_cpu_share"])
             row(name, "bridge CPU share", k["bridge_cpu_share"])
     if "health" in results:
-        r = results["health"]
-        name = f"health {r['pods']} pods, {r['lists']} Lists"
-        for probe in ("healthz", "grpc_health", "watch_event"):
-            for key in ("p50_ms", "max_ms"):
-                row(name, f"{probe} {key} (vs idle)", r["burst"][probe][key], r["floor"][probe][key])
-        row(name, "burst s (List p50 s)", r["burst_s"], r["list_p50_s"])
+        for r in results["health"]:
+            budget = f"budget {r['list_budget_mib']} MiB" if r["list_budget_mib"] else "default budget"
+            name = f"health {r['pods']}p {r['lists']} Lists {budget}"[:28]
+            for probe in ("healthz", "grpc_health", "watch_event"):
+                for key in ("p50_ms", "p99_ms", "max_ms"):
+                    row(name, f"{probe} {key} (vs idle)", r["burst"][probe][key], r["floor"][probe][key])
+            row(name, "burst s (median of rounds)", r["burst_s"])
+            row(name, "Lists answered 200", r["list_statuses"].get("200", 0), r["lists"] * r["rounds"])
     if "fanout_sweep" in results:
         r = results["fanout_sweep"]
         name = f"W4 sweep {r['grpc_watchers']}+{r['sse_watchers']} w {r['seconds']:g} s"
