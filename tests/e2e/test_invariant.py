@@ -797,12 +797,14 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | N
         for w in watchers:
             w.go.set()
         want = {uid: str(gen) for uid, gen in sources.generation.items()}
+        events_then = oracle.stats.events
+
+        def served() -> dict[str, str | None]:
+            labels = {uid: pod_from_bytes(pod)["metadata"]["labels"] for uid, pod in oracle.state.items()}
+            return {uid: label.get("gen") for uid, label in labels.items()}
 
         def caught_up() -> bool:
-            have = {
-                uid: pod_from_bytes(pod)["metadata"]["labels"].get("gen") for uid, pod in oracle.state.items()
-            }
-            return have == want
+            return served() == want
 
         # The server has read the files: the oracle watcher saw it. But the files' generations
         # cannot show a move between the two sources (the same pod, the same generation): the
@@ -810,7 +812,10 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | N
         # a List taken between the two holds neither. So a List is the state to compare with
         # only while the server stays at it: once the oracle (which reads every event) gets an
         # event after a List, the watchers are compared with a new one.
-        await asyncio.wait_for(oracle.until(caught_up), TIMEOUT)
+        try:
+            await asyncio.wait_for(oracle.until(caught_up), TIMEOUT)
+        except TimeoutError:
+            raise Violation(_behind(oracle, served(), want, oracle.stats.events - events_then)) from None
         for attempt in range(RELISTS):
             figures.superseded += attempt > 0
             seen = oracle.stats.events
@@ -875,10 +880,12 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | N
                 await quiet_point()
         problems = [p for w in everyone for p in w.problems]
         if problems:
-            _report(figures, sources, everyone)  # the run's figures, whatever it found
             kinds = Counter(re.sub(r"[0-9]+", "N", p.split(": ", 1)[1]) for p in problems)
             summary = "; ".join(f"{n} of {kind!r}" for kind, n in kinds.most_common())
             raise Violation(f"{len(problems)} problems ({summary}):\n" + "\n".join(problems[:40]))
+    except BaseException:
+        _report(figures, sources, everyone)  # the run's figures, whatever it found or stopped it
+        raise
     finally:
         for task in tasks:
             task.cancel()
@@ -889,6 +896,21 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | N
     figures.send_timeouts += _send_timeouts(current[0])
     _report(figures, sources, everyone)
     return figures
+
+
+def _behind(oracle: Watcher, served: dict[str, str | None], want: dict[str, str], events: int) -> str:
+    """A quiet point's message when the server has not served what the files say within
+    TIMEOUT: which pods differ (by `gen` label), and how many events the oracle got meanwhile
+    (a few: a server starved of CPU, still serving; none: one that stopped reading its files)."""
+    missing = sorted(set(want) - set(served))
+    extra = sorted(set(served) - set(want))
+    both = sorted(set(want) & set(served))
+    differ = [(uid, served[uid], want[uid]) for uid in both if served[uid] != want[uid]]
+    return (
+        f"the server did not serve the files' pods within {TIMEOUT:g} s (the oracle got {events} events "
+        f"meanwhile): missing {missing[:20]}, extra {extra[:20]}, {len(differ)} with another gen "
+        f"(uid, served, written) {differ[:20]}\n" + "\n".join(oracle.trace[-20:])
+    )
 
 
 def _send_timeouts(served: Served) -> int:
