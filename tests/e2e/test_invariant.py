@@ -890,6 +890,8 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | N
             raise Violation(f"{len(problems)} problems ({summary}):\n" + "\n".join(problems[:40]))
     except BaseException:
         _report(figures, sources, everyone)  # the run's figures, whatever it found or stopped it
+        found = [p for w in everyone for p in w.problems]
+        print(f"problems found before it stopped: {len(found)}\n" + "\n".join(found[:40]))
         raise
     finally:
         for task in tasks:
