@@ -1,7 +1,7 @@
 """`python -m bench [WORKLOAD|all] [--quick] [--sweep]`, WORKLOAD one of source, requests, lists,
-sse, fanout, memory, footprint, startup, starved, cli, bridge, kubelet: the workloads of
+sse, fanout, memory, footprint, startup, starved, cli, bridge, kubelet, health: the workloads of
 BENCHMARKS.md (W1, W3-W7, memory per source, the bridge, the real kubelet's watchers against the
-bridge's), each beside a floor measured in the same run; prints a table
+bridge's, health under a burst of Lists), each beside a floor measured in the same run; prints a table
 and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is
 asserted); `--sweep` runs W4's rate sweep instead of its fixed rate."""
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from bench import bridge, cli, fanout, footprint, httpmetrics, kubelet, memory, source, sse, workloads
+from bench import bridge, cli, fanout, footprint, health, httpmetrics, kubelet, memory, source, sse, workloads
 
 HERE = Path(__file__).resolve().parent
 
@@ -99,6 +99,13 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # N watchers on the real kubelet's socket, then on the bridge, under static-pod churn
     # (bench/kubelet.py); ~2 minutes. Skipped, saying why, where the kubelet cannot run.
     "kubelet": ({"watchers": (50, 200), "seconds": 20.0}, {"watchers": (5,), "seconds": 4.0}),
+    # `/healthz`, gRPC health and a watch event, idle and while 10 Lists of 5,000 pods (each a
+    # view of its own: what the default --burst admits) are assembled (bench/health.py); 5
+    # rounds, ~1-2 minutes.
+    "health": (
+        {"count": 5000, "lists": 10, "rounds": 5, "idle": 20, "budgets": (None, 512)},
+        {"count": 200, "lists": 4, "rounds": 1, "idle": 3, "budgets": (None,)},
+    ),
 }
 # W4's rate sweep (`fanout --sweep`), (full, quick): rates a factor of about sqrt(2) apart, 10 s
 # each, ours and the floor taking turns, until one of ours is cut off and the floor's p99
@@ -127,6 +134,7 @@ RUNNERS = {
     "cli": cli.run,
     "bridge": bridge.run,
     "kubelet": kubelet.run,
+    "health": health.run,
 }
 
 
@@ -226,6 +234,15 @@ def table(results: dict[str, Any]) -> list[str]:
             row(name, "bridge CPU µs/event", k["bridge_cpu_us_per_event"])
             row(name, "kubelet CPU share", k["kubelet_cpu_share"])
             row(name, "bridge CPU share", k["bridge_cpu_share"])
+    if "health" in results:
+        for r in results["health"]:
+            budget = f"budget {r['list_budget_mib']} MiB" if r["list_budget_mib"] else "default budget"
+            name = f"health {r['pods']}p {r['lists']} Lists {budget}"[:28]
+            for probe in ("healthz", "grpc_health", "watch_event"):
+                for key in ("p50_ms", "p99_ms", "max_ms"):
+                    row(name, f"{probe} {key} (vs idle)", r["burst"][probe][key], r["floor"][probe][key])
+            row(name, "burst s (median of rounds)", r["burst_s"])
+            row(name, "Lists answered 200", r["list_statuses"].get("200", 0), r["lists"] * r["rounds"])
     if "fanout_sweep" in results:
         r = results["fanout_sweep"]
         name = f"W4 sweep {r['grpc_watchers']}+{r['sse_watchers']} w {r['seconds']:g} s"

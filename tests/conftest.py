@@ -37,6 +37,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=0,
         help="file changes per seed for the invariant driver (0: its short default run)",
     )
+    group.addoption(
+        "--event-log",
+        default=None,
+        help="a directory: the invariant driver writes there every event each watcher gets, a file each",
+    )
 
 
 # What a test needs, known from where the fixtures it takes are defined: containerd's

@@ -19,7 +19,11 @@ resume replayed skipped versions from).
 
 `pytest --seeds N` runs N seeds (default 2, a few seconds each), `--changes N` drives that many
 file changes per seed; every run prints its figures (events, faults, peaks, descriptors and
-memory), which RELIABILITY.md records.
+memory), which RELIABILITY.md records. `--event-log DIR` writes every event each watcher gets to
+DIR/seed-N/<watcher>.log. The Kubernetes-view watchers' resourceVersion gaps (revisions a watch
+skipped) are counted, and each skipped revision is explained at the next quiet point from the
+server's ring: a pod the watcher was later sent newer (coalesced), one it never held, or one it
+holds as listed.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ import json
 import os
 import random
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import grpc
 import httpx
@@ -72,6 +77,11 @@ NO_BDP = [("grpc.http2.bdp_probe", 0)]
 RELISTS = 10
 # A long run restarts the server this often too (steps), not once per seed only.
 RESTART_EVERY = 400
+# A quiet point waits for the server to serve what the files say while the oracle keeps getting
+# events (a server, or this driver, starved of CPU on a loaded box is slow, not stuck: at load
+# 16-22 two 10,000-change seeds stopped after 31 and 48 min on a 20 s wait, their oracles still
+# getting events every second), and fails after TIMEOUT without one, or after this long in all.
+CATCH_UP = 10 * TIMEOUT
 
 
 class Violation(AssertionError):
@@ -185,8 +195,16 @@ class Watcher:
         self.slow = rng.random() < 0.5
         self.problems: list[str] = []
         self.trace: list[str] = []  # the last things it saw, for a failure's message
+        self.log: TextIO | None = None  # every event, with --event-log
         self.up = asyncio.Event()  # the server is there to connect to
         self.disconnect = asyncio.Event()
+
+    def note(self, line: str) -> None:
+        """What it saw: kept for a failure's message, and written to its event log if any."""
+        self.trace.append(line)
+        del self.trace[:-200]
+        if self.log is not None:
+            self.log.write(f"{time.monotonic():.6f} {line}\n")
 
     async def _applied(self) -> None:
         self.stats.events += 1
@@ -294,8 +312,7 @@ class GrpcWatcher(Watcher):
                     uid = pod_from_bytes(event.pod)["metadata"]["uid"]
                     target = self.state if synced else snapshot
                     self._check_duplicate(event.type, uid, event.pod, target)
-                    self.trace.append(f"{pods_v1alpha1_pb2.EventType.Name(event.type)} {uid}")
-                    del self.trace[:-200]
+                    self.note(f"{pods_v1alpha1_pb2.EventType.Name(event.type)} {uid}")
                     if event.type == DELETED:
                         target.pop(uid, None)
                     else:
@@ -383,7 +400,7 @@ class SseWatcher(Watcher):
         headers = {"Last-Event-ID": str(self.last_id)} if self.last_id is not None else {}
         if self.last_id is not None:
             self.stats.resumes += 1
-        self.trace.append(f"connect Last-Event-ID={self.last_id}")
+        self.note(f"connect Last-Event-ID={self.last_id}")
         transport = httpx.AsyncHTTPTransport(uds=str(self.served().http_socket))
         async with (
             httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(TIMEOUT, read=None)) as client,
@@ -415,7 +432,7 @@ class SseWatcher(Watcher):
 
     async def _event(self, fields: dict[str, str], seen: set[str]) -> bool:
         kind, data = fields.get("event"), fields.get("data", "")
-        self.trace.append(f"{kind} id={fields.get('id')} {data[:90]}")
+        self.note(f"{kind} id={fields.get('id')} {data[:90]}")
         if "id" in fields:
             revision = int(fields["id"])
             # Never back: a resume gets only what came after its id, and a coalesced event's id
@@ -455,6 +472,10 @@ class KubeWatcher(Watcher):
     def __init__(self, name: str, masked: bool, rng: random.Random, served: Callable[[], Served]) -> None:
         super().__init__(name, masked, rng, served)
         self.never_back = NeverBack(name, self.problems)
+        self.at: int | None = None  # the last resourceVersion of the current watch
+        self.first_watch = False  # the current watch is the first after a List
+        self.gaps: list[Gap] = []  # not yet explained
+        self.delivered: dict[str, int] = {}  # uid -> the newest resourceVersion it was sent at
 
     def expected(self, by_grpc: dict[str, Any], by_http: dict[str, Any]) -> dict[str, Any]:
         return {uid: _kube_part(pod) for uid, pod in by_http.items()}
@@ -472,13 +493,17 @@ class KubeWatcher(Watcher):
                 self.state = {item["metadata"]["uid"]: _kube_part(item) for item in listed["items"]}
                 for item in listed["items"]:
                     self.never_back.given("ADDED", item)
+                    self.delivered[item["metadata"]["uid"]] = int(item["metadata"]["resourceVersion"])
                 self.last_id = int(listed["metadata"]["resourceVersion"])
-                self.trace.append(f"listed at {self.last_id}")
+                self.note(f"listed at {self.last_id}")
+                self.first_watch = True
                 await self._applied()
             else:
                 self.stats.resumes += 1
+                self.first_watch = False
+            self.at = self.last_id
             params = {"watch": "1", "resourceVersion": str(self.last_id), "allowWatchBookmarks": "true"}
-            self.trace.append(f"watch from {self.last_id}")
+            self.note(f"watch from {self.last_id}")
             async with client.stream("GET", "http://localhost/api/v1/pods", params=params) as response:
                 if response.status_code != 200:
                     self.last_id = None  # refused (e.g. 504 from a restarted server): List again
@@ -499,24 +524,106 @@ class KubeWatcher(Watcher):
         kind, obj = event["type"], event["object"]
         if kind == "ERROR":
             self.told(str(obj.get("code")))
-            self.trace.append(f"ERROR {obj.get('code')} {obj.get('message')}")
+            self.note(f"ERROR {obj.get('code')} {obj.get('message')}")
             self.last_id = None
             return True
         revision = int(obj["metadata"]["resourceVersion"])
         if self.last_id is not None and revision < self.last_id:
             self.problems.append(f"{self.name}: resourceVersion {revision} after {self.last_id} (went back)")
         self.last_id = revision
+        if self.at is not None and revision > self.at + 1:
+            self.gaps.append(Gap(self.at, revision, self.first_watch, kind == "BOOKMARK", self.served()))
+            self.note(f"gap: resourceVersion {self.at} to {revision}")
+        self.at = revision
         if kind == "BOOKMARK":
             return False
         uid = obj["metadata"]["uid"]
-        self.trace.append(f"{kind} rv={revision} {uid} gen={obj['metadata'].get('labels', {}).get('gen')}")
-        del self.trace[:-200]
+        self.delivered[uid] = revision
+        self.note(f"{kind} rv={revision} {uid} gen={obj['metadata'].get('labels', {}).get('gen')}")
         self.never_back.given(kind, obj)
         if kind == "DELETED":
             self.state.pop(uid, None)
         else:
             self.state[uid] = _kube_part(obj)
         return False
+
+
+@dataclass
+class Gap:
+    """A Kubernetes watch whose resourceVersion went from `after` to `to`, skipping the
+    revisions between (the watch contract lets it: a client sees revisions increase)."""
+
+    after: int
+    to: int
+    first_watch: bool  # in the first watch after a List
+    bookmark: bool  # the jump was to a BOOKMARK
+    served: Served  # the server it was on: a restarted one counts revisions of its own
+
+
+# What a skipped revision was, for the watcher that skipped it (`explain`).
+SUPERSEDED = "superseded"  # it was sent that pod at a newer revision: coalesced into that one
+GONE = "came and went"  # it does not hold the pod, as its List does not
+HELD = "held already"  # it holds the pod as listed without a newer event: nothing to show
+UNKNOWN = "not in the ring"  # the server's ring no longer holds it, or the server restarted
+
+
+def explain(gap: Gap, ring: dict[int, str] | None, w: KubeWatcher) -> Counter[str]:
+    """What each revision `gap` skipped was, by the server's ring (revision -> uid) and what `w`
+    got since; called at a quiet point, when `w` holds what its List holds."""
+    reasons: Counter[str] = Counter()
+    for revision in range(gap.after + 1, gap.to):
+        uid = None if ring is None else ring.get(revision)
+        if uid is None:
+            reasons[UNKNOWN] += 1
+        elif w.delivered.get(uid, 0) > revision:
+            reasons[SUPERSEDED] += 1
+        elif uid not in w.state:
+            reasons[GONE] += 1
+        else:
+            reasons[HELD] += 1
+    return reasons
+
+
+async def _ring(served: Served, after: int, to: int) -> dict[int, str] | None:
+    """The uid of each revision in (after, to) as the server's ring holds it (a watch resumed
+    from `after` replays them), or None when it no longer does."""
+    transport = httpx.AsyncHTTPTransport(uds=str(served.http_socket))
+    uids: dict[int, str] = {}
+    params = {"watch": "1", "resourceVersion": str(after)}
+    client = httpx.AsyncClient(transport=transport, timeout=TIMEOUT)
+    watch = client.stream("GET", "http://localhost/api/v1/pods", params=params)
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with client, asyncio.timeout(TIMEOUT), watch as response:
+            async for line in response.aiter_lines():
+                event = json.loads(line) if line else None
+                if event is None or event["type"] == "BOOKMARK":
+                    continue
+                if event["type"] == "ERROR":
+                    return None  # 410: the ring moved on
+                revision = int(event["object"]["metadata"]["resourceVersion"])
+                uids[revision] = event["object"]["metadata"]["uid"]
+                if revision >= to - 1:
+                    break
+    return uids
+
+
+async def explain_gaps(watchers: list[KubeWatcher], served: Served, reasons: Counter[str]) -> None:
+    """Every gap the watchers saw since the last call, explained (`explain`) into `reasons`, and
+    into each watcher's event log."""
+    gaps = [(w, g) for w in watchers for g in w.gaps]
+    if not gaps:
+        return
+    here = [g for _, g in gaps if g.served is served]
+    ring = await _ring(served, min(g.after for g in here), max(g.to for g in here)) if here else None
+    for w, gap in gaps:
+        why = explain(gap, ring if gap.served is served else None, w)
+        reasons.update(why)
+        reasons["gaps"] += 1
+        reasons["in a first watch"] += gap.first_watch
+        reasons["to a bookmark"] += gap.bookmark
+        w.note(f"gap {gap.after} to {gap.to}: {dict(why)}")
+    for w in watchers:
+        w.gaps.clear()
 
 
 def _kube_part(pod: dict[str, Any]) -> Any:
@@ -540,6 +647,7 @@ class Figures:
     disconnects: int = 0
     superseded: int = 0  # quiet points whose Lists the server moved on from: compared again
     peak_watchers: int = 0
+    gaps: Counter[str] = field(default_factory=Counter)  # the Kubernetes watchers' (explain_gaps)
     descriptors: list[int] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
 
@@ -637,7 +745,7 @@ async def _events_after(served: Served, revision: int | None, uids: set[str]) ->
     return "\n".join(lines)
 
 
-async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
+async def drive(seed: int, tmp_path: Path, changes: int = 0, event_log: Path | None = None) -> Figures:
     rng = random.Random(seed)
     dirs = (tmp_path / "a", tmp_path / "b")
     for d in dirs:
@@ -680,6 +788,12 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
     unmasked = [w for w in watchers if not w.masked]
     everyone = [*watchers, oracle]
     figures.peak_watchers = len(everyone)
+    kube = [w for w in watchers if isinstance(w, KubeWatcher)]
+    logs = contextlib.ExitStack()
+    if event_log is not None:
+        (event_log / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
+        for w in everyone:
+            w.log = logs.enter_context((event_log / f"seed-{seed}" / f"{w.name}.log").open("w"))
     for w in everyone:
         w.up.set()
     tasks = [asyncio.create_task(w.run()) for w in everyone]
@@ -688,12 +802,14 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
         for w in watchers:
             w.go.set()
         want = {uid: str(gen) for uid, gen in sources.generation.items()}
+        events_then = oracle.stats.events
+
+        def served() -> dict[str, str | None]:
+            labels = {uid: pod_from_bytes(pod)["metadata"]["labels"] for uid, pod in oracle.state.items()}
+            return {uid: label.get("gen") for uid, label in labels.items()}
 
         def caught_up() -> bool:
-            have = {
-                uid: pod_from_bytes(pod)["metadata"]["labels"].get("gen") for uid, pod in oracle.state.items()
-            }
-            return have == want
+            return served() == want
 
         # The server has read the files: the oracle watcher saw it. But the files' generations
         # cannot show a move between the two sources (the same pod, the same generation): the
@@ -701,7 +817,10 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
         # a List taken between the two holds neither. So a List is the state to compare with
         # only while the server stays at it: once the oracle (which reads every event) gets an
         # event after a List, the watchers are compared with a new one.
-        await asyncio.wait_for(oracle.until(caught_up), TIMEOUT)
+        try:
+            await until_progressing(oracle, caught_up, TIMEOUT, CATCH_UP)
+        except TimeoutError:
+            raise Violation(_behind(oracle, served(), want, oracle.stats.events - events_then)) from None
         for attempt in range(RELISTS):
             figures.superseded += attempt > 0
             seen = oracle.stats.events
@@ -710,6 +829,7 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 break
         else:
             raise Violation(f"the server never settled: {RELISTS} Lists in a row were superseded")
+        await explain_gaps(kube, current[0], figures.gaps)
         figures.quiet_points += 1
         fds, rss = _proc_figures(current[0])
         figures.descriptors.append(fds)
@@ -750,6 +870,7 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 figures.disconnects += 1
             # Once in the short run; every RESTART_EVERY steps as well in a long one.
             if step == restart_at or (step > STEPS and step % RESTART_EVERY == 0):
+                await explain_gaps(kube, current[0], figures.gaps)
                 for w in everyone:
                     w.up.clear()
                 await asyncio.to_thread(current[0].stop)
@@ -764,19 +885,50 @@ async def drive(seed: int, tmp_path: Path, changes: int = 0) -> Figures:
                 await quiet_point()
         problems = [p for w in everyone for p in w.problems]
         if problems:
-            _report(figures, sources, everyone)  # the run's figures, whatever it found
             kinds = Counter(re.sub(r"[0-9]+", "N", p.split(": ", 1)[1]) for p in problems)
             summary = "; ".join(f"{n} of {kind!r}" for kind, n in kinds.most_common())
             raise Violation(f"{len(problems)} problems ({summary}):\n" + "\n".join(problems[:40]))
+    except BaseException:
+        _report(figures, sources, everyone)  # the run's figures, whatever it found or stopped it
+        found = [p for w in everyone for p in w.problems]
+        print(f"problems found before it stopped: {len(found)}\n" + "\n".join(found[:40]))
+        raise
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         current[0].stop()
         current[0].close()
+        logs.close()
     figures.send_timeouts += _send_timeouts(current[0])
     _report(figures, sources, everyone)
     return figures
+
+
+async def until_progressing(w: Watcher, predicate: Callable[[], bool], idle: float, most: float) -> None:
+    """Returns once `predicate` holds; raises TimeoutError when `w` applies no event for `idle`
+    seconds, or when `most` seconds pass."""
+    async with asyncio.timeout(most):
+        while not predicate():
+            seen = w.stats.events
+            await asyncio.wait_for(w.until(lambda seen=seen: predicate() or w.stats.events != seen), idle)
+
+
+def _behind(oracle: Watcher, served: dict[str, str | None], want: dict[str, str], events: int) -> str:
+    """A quiet point's message when the server has not served what the files say (no event for
+    TIMEOUT, or CATCH_UP in all): which pods differ (by `gen` label), and how many events the
+    oracle got meanwhile (many: a server starved of CPU, still serving; none: one that stopped
+    reading its files)."""
+    missing = sorted(set(want) - set(served))
+    extra = sorted(set(served) - set(want))
+    both = sorted(set(want) & set(served))
+    differ = [(uid, served[uid], want[uid]) for uid in both if served[uid] != want[uid]]
+    return (
+        f"the server did not serve the files' pods (no event for {TIMEOUT:g} s, or {CATCH_UP:g} s in all; "
+        f"the oracle got {events} events meanwhile): missing {missing[:20]}, extra {extra[:20]}, "
+        f"{len(differ)} with another gen (uid, served, written) {differ[:20]}\n"
+        + "\n".join(oracle.trace[-20:])
+    )
 
 
 def _send_timeouts(served: Served) -> int:
@@ -800,6 +952,7 @@ def _report(figures: Figures, sources: Sources, watchers: list[Watcher]) -> None
         f"descriptors {_span(figures.descriptors)}, RSS KiB {_span(figures.rss_kib)}; "
         f"{sum(w.never_back.checked for w in watchers if isinstance(w, SseWatcher | KubeWatcher))} "
         "versions checked never back; "
+        f"Kubernetes-view resourceVersion gaps {dict(figures.gaps)}; "
         "0 lost, 0 duplicated, 0 mismatches, 0 stale at quiet points"
     )
 
@@ -810,10 +963,32 @@ def _span(values: list[int]) -> str:
     return f"first {values[0]}, min {min(values)}, max {max(values)}, last {values[-1]}"
 
 
+async def test_a_quiet_point_waits_for_a_slow_server_but_not_for_a_stuck_one() -> None:
+    """The wait a quiet point makes for the oracle (`until_progressing`): the server of a loaded
+    box serves one event a second for longer than the idle limit, then catches up (waited for);
+    one that serves nothing for the idle limit fails it (asyncio.wait_for on the whole wait, as
+    the driver had, failed the slow one too)."""
+    w = Watcher("oracle", False, random.Random(0), lambda: None)  # type: ignore[arg-type,return-value]
+    done = {"events": 0}
+
+    async def slow_server(events: int, every: float) -> None:
+        for _ in range(events):
+            await asyncio.sleep(every)  # the server's pace, not a synchronisation
+            done["events"] += 1
+            await w._applied()
+
+    server = asyncio.create_task(slow_server(6, 0.1))
+    await until_progressing(w, lambda: done["events"] == 6, idle=0.3, most=5)
+    await server
+    with pytest.raises(TimeoutError):
+        await until_progressing(w, lambda: done["events"] == 7, idle=0.3, most=5)
+
+
 async def test_watchers_rebuild_the_cache_from_their_events(
     seed: int, tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
-    await drive(seed, tmp_path, pytestconfig.getoption("changes"))
+    log = pytestconfig.getoption("event_log")
+    await drive(seed, tmp_path, pytestconfig.getoption("changes"), Path(log) if log else None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
