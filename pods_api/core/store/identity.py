@@ -672,8 +672,9 @@ def _config_source(pod: PodVersion) -> str | None:
 
 
 def _annotations(pod: PodVersion) -> Mapping[str, Any]:
-    # From the message, not the JSON, which a bridged pod may not have rendered.
-    return pod.message.metadata.annotations
+    """The pod's kubernetes.io/config.* annotations, all the policy reads: decoded once with the
+    version (not the JSON, which a bridged pod may not have rendered)."""
+    return pod.facts.config
 
 
 def _has(value: Any) -> bool:
