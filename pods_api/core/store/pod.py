@@ -44,10 +44,12 @@ _FINISHED_BYTES = tuple(phase.encode() for phase in _FINISHED)
 # The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
 _FIELD_1 = b"\x0a"
 
-# The annotations the kubelet sets on a pod from its config (kubernetes.io/config.mirror, .hash,
-# .source, .seen): the identity policy's, kept with a version; the rest may be long
-# (last-applied-configuration), and only a reader of the whole pod needs them.
-CONFIG_ANNOTATIONS = "kubernetes.io/config."
+# The annotations of the kubelet's config the identity policy reads of a pod on every change:
+# which config source a static pod is from, and the kubelet's UID a mirror names. Only they are
+# kept with a version (the rest may be long: last-applied-configuration).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+CONFIG_ANNOTATIONS = (MIRROR_ANNOTATION, CONFIG_SOURCE)
 # The status lists that name containers, each entry with its runtime's container ID.
 CONTAINER_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
@@ -60,7 +62,7 @@ class Facts:
     event was parsed six times: decode, both indexes for the old and the new version, the
     identity policy's annotations)."""
 
-    config: Mapping[str, str]  # the kubernetes.io/config.* annotations
+    config: Mapping[str, str]  # those of CONFIG_ANNOTATIONS the pod has
     pod_ips: tuple[str, ...]  # status.podIPs[].ip, then status.podIP; empty ones left out
     # (name, which list, containerID as stated) for each container status that names an ID
     containers: tuple[tuple[str, str, str], ...]
@@ -75,7 +77,8 @@ class Facts:
             for entry in getattr(status, list_name)
             if entry.containerID
         )
-        config = {k: v for k, v in message.metadata.annotations.items() if k.startswith(CONFIG_ANNOTATIONS)}
+        annotations = message.metadata.annotations
+        config = {key: annotations[key] for key in CONFIG_ANNOTATIONS if key in annotations}
         return cls(config, tuple(ip for ip in ips if ip), containers)
 
 
