@@ -77,10 +77,13 @@ _EVENT_TYPES = frozenset(int(t) for t in EventType)
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One watch frame. `pod` is None only for INITIAL_SYNC_COMPLETE."""
+    """One watch frame. `pod` is None only for INITIAL_SYNC_COMPLETE. `frame` is the message's
+    bytes as the server sent them when they are a v1alpha1 `WatchPodsEvent` (None on the
+    documented contract): a relay passes them on unchanged."""
 
     type: EventType
     pod: Pod | None
+    frame: bytes | None = None
 
 
 def _empty(request: bytes) -> bytes:
@@ -96,18 +99,18 @@ def _get_response(data: bytes) -> bytes:
     return pods_v1alpha1_pb2.GetPodResponse.FromString(data).pod
 
 
-def _kubelet_frame(data: bytes) -> tuple[int, bytes]:
+def _kubelet_frame(data: bytes) -> tuple[int, bytes, bytes | None]:
     event = pods_v1alpha1_pb2.WatchPodsEvent.FromString(data)
-    return event.type, event.pod
+    return event.type, event.pod, data
 
 
-def _documented_frame(data: bytes) -> tuple[int, bytes]:
+def _documented_frame(data: bytes) -> tuple[int, bytes, bytes | None]:
     # PodWatchResponse{Pod pod = 1; EventType type = 2}: read the pod as bytes (GetPodResponse has
     # the same field 1) so it is never re-encoded, and the type from the field left unknown.
     head = pods_v1alpha1_pb2.GetPodResponse.FromString(data)
     unknown = UnknownFieldSet(head)
     kinds = [unknown[i].data for i in range(len(unknown)) if unknown[i].field_number == 2]
-    return (int(kinds[-1]) if kinds else 0), head.pod
+    return (int(kinds[-1]) if kinds else 0), head.pod, None
 
 
 def mask_metadata(fields: str | Sequence[str] | None) -> tuple[tuple[str, str], ...]:
@@ -259,14 +262,14 @@ class Client:
         else:
             call = self._watch(b"", metadata=mask_metadata(fields))
         try:
-            async for kind, raw in call:
+            async for kind, raw, frame in call:
                 if kind not in _EVENT_TYPES:
                     if on_unknown is not None:
                         on_unknown(kind)
                     continue  # as the kubelet's own clients skip it
                 event_type = EventType(kind)
                 yield WatchEvent(
-                    event_type, None if event_type is EventType.INITIAL_SYNC_COMPLETE else Pod(raw)
+                    event_type, None if event_type is EventType.INITIAL_SYNC_COMPLETE else Pod(raw), frame
                 )
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(self.socket, exc) from None

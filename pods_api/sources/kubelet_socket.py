@@ -226,7 +226,7 @@ class KubeletSocketSource:
                 self._unlisted.add(uid)
         else:
             listed = version
-        sink.relay(kind, version, listed=listed)
+        sink.relay(kind, version, listed=listed, frame=event.frame)
         if listed is not None and listed.finished:
             self._held.add(uid)
         else:

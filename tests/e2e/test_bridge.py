@@ -15,13 +15,15 @@ import httpx
 import pytest
 from kubelet_server import KubeletServer
 from podfiles import REPORT, WEB, WORKER, add_copy, copy_examples, edit, finish, set_phase, uid_of
+from released import MODIFIED, SYNCED
 from serve import PODS_API, TIMEOUT, Served, serving, start
 from vectors import SHARED_K8S, shared_vectors, vector_pb
 
 from pods_api import pod_from_bytes, pod_to_bytes
 from pods_api.client import Client, Contract, EventType, NotReady, Pod, WatchEvent
+from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
-from pods_api.core.api.pb.pods_v1alpha1_pb2 import GetPodRequest
+from pods_api.core.api.pb.pods_v1alpha1_pb2 import GetPodRequest, WatchPodsEvent
 from pods_api.core.config import BRIDGE_SOCKET, DEFAULT_SOCKET
 from pods_api.serve.cli import _parser, config_from_args
 
@@ -248,6 +250,51 @@ async def test_bridge_passes_the_kubelets_bytes_through(tmp_path: Path) -> None:
     finally:
         b.close()
         await kubelet.stop()
+
+
+async def test_a_relayed_event_reaches_watchers_in_the_kubelets_own_frame(tmp_path: Path) -> None:
+    """The bridge fans out the kubelet's WatchPodsEvent bytes as they came, not a frame of its
+    own around the pod: a frame whose fields come in another order than any encoder of ours
+    writes them (valid protobuf: the pod, then the type) reaches B's v1alpha1 watchers as sent.
+    A masked watch, and the documented contract, still get frames of their own."""
+    meta = k8s_meta_v1_pb2.ObjectMeta(name="web", namespace="default", uid=NEW_UID)
+    pod = go_marshal(k8s_core_v1_pb2.Pod(metadata=meta))
+    kubelet = KubeletServer(tmp_path / "kubelet.sock", {NEW_UID: pod})
+    await kubelet.start()
+    b = await asyncio.to_thread(start, tmp_path / "b", "--kubelet-socket", str(kubelet.path))
+    try:
+        await asyncio.to_thread(b.wait_ready)
+        changed = go_marshal(k8s_core_v1_pb2.Pod(metadata=meta, spec=k8s_core_v1_pb2.PodSpec(nodeName="n")))
+        # Field 2 (pod), then field 1 (type MODIFIED): ours would write the type first.
+        pod_first = b"\x12" + _varint(len(changed)) + changed + b"\x08" + bytes([MODIFIED])
+        assert pod_first != WatchPodsEvent(type=MODIFIED, pod=changed).SerializeToString()  # type: ignore[arg-type]
+        async with grpc.aio.insecure_channel(f"unix:{b.socket}") as channel:
+            whole = channel.unary_stream("/v1alpha1.Pods/WatchPods")(b"")
+            masked = channel.unary_stream("/v1alpha1.Pods/WatchPods")(
+                b"", metadata=(("x-kubernetes-fieldmask", "spec.nodeName"),)
+            )
+            for call in (whole, masked):
+                async with asyncio.timeout(TIMEOUT):
+                    while WatchPodsEvent.FromString(await call.read()).type != SYNCED:
+                        pass
+            kubelet.put_framed(NEW_UID, changed, pod_first)
+            async with asyncio.timeout(TIMEOUT):
+                assert await whole.read() == pod_first
+                event = WatchPodsEvent.FromString(await masked.read())
+            assert (event.type, event.pod) == (MODIFIED, changed)  # its own frame, the same pod
+            whole.cancel()
+            masked.cancel()
+    finally:
+        b.close()
+        await kubelet.stop()
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes([*out, n])
 
 
 def test_our_socket_is_never_the_kubelets(tmp_path: Path) -> None:

@@ -61,8 +61,16 @@ class KubeletServer:
         gone = k8s_meta_v1_pb2.ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid)
         self._send(DELETED, go_marshal(k8s_core_v1_pb2.Pod(metadata=gone)))
 
+    def put_framed(self, uid: str, pod: bytes, frame: bytes) -> None:
+        """As `put`, with the watch frame given as bytes: a WatchPodsEvent written otherwise than
+        our encoder writes it."""
+        self.pods[uid] = pod
+        self._send_frame(frame)
+
     def _send(self, kind: int, pod: bytes) -> None:
-        frame = pb.WatchPodsEvent(type=kind, pod=pod).SerializeToString()  # type: ignore[arg-type]
+        self._send_frame(pb.WatchPodsEvent(type=kind, pod=pod).SerializeToString())  # type: ignore[arg-type]
+
+    def _send_frame(self, frame: bytes) -> None:
         for queue in self._watches:
             queue.put_nowait(frame)
 

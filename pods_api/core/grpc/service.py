@@ -77,7 +77,8 @@ def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
 
     # The name keys the shared frame cache: the two meanings of DELETED must not share frames.
     name = f"grpc {contract.value}{' last-state' if last_state else ''}"
-    return Encoding(name, event, synced, kubelet=not last_state)
+    kubelet = not last_state
+    return Encoding(name, event, synced, kubelet=kubelet, upstream=kubelet and contract is Contract.V1ALPHA1)
 
 
 class PodsService:

@@ -145,15 +145,18 @@ class SourceSink(_Sink):
         if uid in self.served_as:
             self._cache._publish(self._cache._change(self, [], [uid]))
 
-    def relay(self, kind: EventType, pod: PodVersion, *, listed: PodVersion | None) -> None:
+    def relay(
+        self, kind: EventType, pod: PodVersion, *, listed: PodVersion | None, frame: bytes | None = None
+    ) -> None:
         """One event of the kubelet's own watch (`pod` as sent), passed on to the kubelet's
         contracts with its type and, where it is not what is served, its bytes, whatever the
         served pods' diff says: the kubelet's watch is its status notifications, not a diff of
         its List. It sends ADDED again for a pod whose status it forgot, DELETED for a pod that
         finished while its ListPods still lists it, and the last statuses of a pod it no longer
         lists. `listed` is the pod as the kubelet's List has it now (served), or None when it
-        no longer lists it (withdrawn)."""
-        self._cache._publish(self._cache._relay(self, kind, pod, listed))
+        no longer lists it (withdrawn). `frame`: the event's v1alpha1 WatchPodsEvent bytes as
+        the kubelet sent them, passed on as they are where they say what is told."""
+        self._cache._publish(self._cache._relay(self, kind, pod, listed, frame))
 
     def amend(self, pods: Iterable[PodVersion] = (), gone: Iterable[str] = ()) -> None:
         """Changes to this source's pods that the kubelet's watch never announces (a finished
@@ -440,13 +443,21 @@ class PodCache:
         return events
 
     def _relay(
-        self, sink: SourceSink, kind: EventType, pod: PodVersion, listed: PodVersion | None
+        self,
+        sink: SourceSink,
+        kind: EventType,
+        pod: PodVersion,
+        listed: PodVersion | None,
+        frame: bytes | None = None,
     ) -> list[PodEvent]:
         """The kubelet's event as its contracts send it, on the change it makes to the served
         pods (or on a notice, when it makes none). Its own word on a finished pod replaces
-        ours, so no notice of ours is added."""
+        ours, so no notice of ours is added. Its frame goes with it only where the pod told is
+        the kubelet's as sent (not one merged with an overlay's status, or served under another
+        UID)."""
         uid = sink.served_as.get(pod.uid, pod.uid)
         told = Told(kind, None if listed is pod else pod)
+        as_sent = Told(kind, told.pod, frame) if frame is not None else told
         if listed is not None:
             events = self._change(sink, [listed], [], finish_notices=False)
         else:
@@ -454,12 +465,14 @@ class PodCache:
             events = self._change(sink, [], gone, finish_notices=False)
         for i in range(len(events) - 1, -1, -1):
             if events[i].pod.uid == uid:
-                events[i] = dataclasses.replace(events[i], told=told)
+                sent = as_sent if told.pod is not None or events[i].pod is pod else told
+                events[i] = dataclasses.replace(events[i], told=sent)
                 return events
         served = self._served.get(uid)
         if served is None and listed is not None:
             return events  # not served (another source holds the uid): nothing to pass on
-        return [*events, self._notice(served.pod if served else pod, told)]
+        shown = served.pod if served else pod
+        return [*events, self._notice(shown, as_sent if told.pod is not None or shown is pod else told)]
 
     def _overlay(self, sink: OverlaySink, uid: str, status: dict[str, Any]) -> list[PodEvent]:
         old = sink.statuses.get(uid)

@@ -124,13 +124,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+# The two annotations are the policy's, defined beside the Facts that keep them with a version.
+from pods_api.core.store.pod import CONFIG_SOURCE as CONFIG_SOURCE
+from pods_api.core.store.pod import MIRROR_ANNOTATION as MIRROR_ANNOTATION
 from pods_api.core.store.pod import PodVersion
 
 log = logging.getLogger(__name__)
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_HASH = "kubernetes.io/config.hash"
-CONFIG_SOURCE = "kubernetes.io/config.source"
 # The kubelet's config sources other than "api": a pod from one of them is a static pod.
 STATIC_CONFIG_SOURCES = frozenset({"file", "http"})
 
@@ -672,8 +673,9 @@ def _config_source(pod: PodVersion) -> str | None:
 
 
 def _annotations(pod: PodVersion) -> Mapping[str, Any]:
-    # From the message, not the JSON, which a bridged pod may not have rendered.
-    return pod.message.metadata.annotations
+    """The pod's config.mirror and config.source annotations, all the policy reads of them:
+    decoded once with the version (not the JSON, which a bridged pod may not have rendered)."""
+    return pod.facts.config
 
 
 def _has(value: Any) -> bool:

@@ -35,7 +35,6 @@ BY_POD_IP = "podIP"
 MIN_PREFIX = 12
 # Candidates named in an "ambiguous prefix" error; the rest are counted.
 MAX_CANDIDATES_SHOWN = 10
-CONTAINER_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
 class InvalidLookup(InvalidArgument, ValueError):
@@ -139,9 +138,7 @@ class PodIPIndex(KeyIndex):
         super().__init__(BY_POD_IP)
 
     def keys(self, pod: PodVersion) -> dict[Any, Any]:
-        status = pod.message.status  # not the JSON, which a bridged pod may not have rendered
-        ips = [entry.ip for entry in status.podIPs] + [status.podIP]
-        return {_canonical_ip(ip): None for ip in ips if ip}
+        return {_canonical_ip(ip): None for ip in pod.facts.pod_ips}
 
     def lookup(self, value: Any) -> list[tuple[str, Any]]:
         holders = self._map.get(value)  # the canonical spelling, as asked nearly always: no parse
@@ -162,12 +159,8 @@ def _split_id(container_id: str) -> tuple[str, str]:
 
 def container_ids(pod: PodVersion) -> Iterator[tuple[str, ContainerRef]]:
     """(bare ID, which container) for every container ID the pod's status names."""
-    status = pod.message.status  # not the JSON, which a bridged pod may not have rendered
-    for list_name in CONTAINER_LISTS:
-        for entry in getattr(status, list_name):
-            full = entry.containerID
-            if full:
-                yield _split_id(full)[1], ContainerRef(entry.name, list_name, full)
+    for name, list_name, full in pod.facts.containers:
+        yield _split_id(full)[1], ContainerRef(name, list_name, full)
 
 
 class ContainerIDIndex(KeyIndex):

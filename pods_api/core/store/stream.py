@@ -66,6 +66,9 @@ class Encoding:
     # the kubelet's own types and bytes where a source relays its watch, a finished pod's
     # DELETED), and notices are sent too. The others send the change of the served pods.
     kubelet: bool = False
+    # Its frames are v1alpha1 WatchPodsEvents, the kubelet's own wire: a relayed event's
+    # upstream frame (`Told.frame`) is its frame of that event for a whole view, sent as it came.
+    upstream: bool = False
 
 
 def change(event: PodEvent, view: View, kubelet: bool = False) -> tuple[EventType, PodVersion] | None:
@@ -157,6 +160,9 @@ class WatchStreams:
             shown = change(event, view, encoding.kubelet)
             return None if shown is None else encoding.event(shown[0], shown[1], view, event.revision)
 
+        told = event.told
+        if told is not None and told.frame is not None and encoding.upstream and view.mask is None:
+            return told.frame  # the kubelet's own bytes of what its contracts are told
         if event.coalesced:
             return make()  # made for one watcher: what it replaces is what that watcher holds
         return self._frames.get((event.revision, event.notice, encoding.name, view.key), make)

@@ -86,6 +86,9 @@ class Told:
 
     type: EventType | None  # None: the kubelet's watch sends nothing for this change
     pod: PodVersion | None = None  # the pod they send, when not the event's (a relayed DELETED's)
+    # The upstream's own v1alpha1 WatchPodsEvent bytes of a relayed event, when its type and pod
+    # are what is told: a whole view on v1alpha1 sends them as they came (core/store/stream.py).
+    frame: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class PodEvent:
         size = self.pod.held
         if self.previous is not None:
             size += self.previous.held
+        if self.told is not None and self.told.frame is not None:
+            size += len(self.told.frame)
         return size
 
 
