@@ -78,11 +78,6 @@ LIST_TIMEOUT = 60.0  # per page
 # pieces the API server (and etcd) serve without one huge response.
 LIST_PAGE = 500
 
-# Asked of every watch: a v1.37 API server gzips a watch-list for a client that accepts gzip
-# (aiohttp does, by default) with one gzip member per flush, and a decoder that stops after the
-# first member (aiohttp's, Python's zlib) sees the stream stall there, never reaching the
-# initial-events-end bookmark. Events are small and arrive one by one: nothing to gain anyway.
-UNCOMPRESSED = {"Accept-Encoding": "identity"}
 # The annotation of the BOOKMARK that ends a watch-list's initial events.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -399,7 +394,6 @@ class APIServerSource:
             allow_watch_bookmarks=True,
             watch=True,
             timeout_seconds=timeout,
-            _headers=UNCOMPRESSED,
             **query,
         )
         progressed = False
