@@ -45,10 +45,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 # What a test needs, known from where the fixtures it takes are defined: containerd's
-# (tests/support/containerd.py), the Go builder's (tests/support/gobuild.py) or the real
-# kubelet's (tests/support/realkubelet.py), so that no test that needs one goes unmarked (a test
+# (tests/support/containerd.py), the Go builder's (tests/support/gobuild.py), the real
+# kubelet's (tests/support/realkubelet.py) or the real kube-apiserver's
+# (tests/support/realapiserver.py), so that no test that needs one goes unmarked (a test
 # module's own fixture of the same name is not theirs).
-NEEDS = {"containerd": "needs_containerd", "gobuild": "needs_go", "realkubelet": "needs_kubelet"}
+NEEDS = {
+    "containerd": "needs_containerd",
+    "gobuild": "needs_go",
+    "realkubelet": "needs_kubelet",
+    "realapiserver": "needs_apiserver",
+}
 
 
 def _needs(item: pytest.Item) -> set[str]:
@@ -61,8 +67,8 @@ def _needs(item: pytest.Item) -> set[str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything under tests/e2e/ is `e2e`, so `pytest -m 'not e2e'` is the fast suite; a test
-    taking containerd's, the Go builder's or the real kubelet's fixtures is `needs_containerd`,
-    `needs_go` or `needs_kubelet`."""
+    taking containerd's, the Go builder's, the real kubelet's or the real kube-apiserver's
+    fixtures is `needs_containerd`, `needs_go`, `needs_kubelet` or `needs_apiserver`."""
     for item in items:
         if E2E in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.e2e)

@@ -27,12 +27,14 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from pods_api import __version__
+from pods_api.core import argtypes
 from pods_api.core.api.codec import CodecError
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.identity import MIRROR_ANNOTATION
@@ -72,7 +74,13 @@ WATCH_READ_MARGIN = 30.0
 STALE_AFTER = WATCH_TIMEOUT[1] + WATCH_READ_MARGIN
 # Connecting (TCP and TLS) and a whole list: a node's pods are at most a few megabytes.
 CONNECT_TIMEOUT = 10.0
-LIST_TIMEOUT = 60.0
+LIST_TIMEOUT = 60.0  # per page
+# Pods per list page: client-go's pager default, so a node with thousands of pods is listed in
+# pieces the API server (and etcd) serve without one huge response.
+LIST_PAGE = 500
+
+# The annotation of the BOOKMARK that ends a watch-list's initial events.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 # The longest watch event read: the API server stores at most 1.5 MiB per object (etcd's
 # --max-request-bytes), and an object's JSON is at most about twice its protobuf. A longer line
@@ -98,6 +106,15 @@ class APIServerError(Exception):
 
 class Gone(APIServerError):
     """410: the resourceVersion asked for is no longer in the server's history."""
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """Among a watch-list's initial events: a pod's event refused whole (over MAX_EVENT_BYTES),
+    by its uid (or its name, without one), which keeps its last good version."""
+
+    key: str
+    problem: str
 
 
 class Credentials:
@@ -177,6 +194,8 @@ class APIServerSource:
         self._server = "API server"  # its URL once the configuration is loaded
         self._rv: str | None = None  # the last resourceVersion seen; None: list first
         self._list_rv = "0"  # the first list may come from the server's watch cache
+        self._watch_list = True  # until the server shows it does not offer it
+        self._initial: list[Any] | None = None  # a watch-list's initial events, until its end
         self._pods: dict[str, PodVersion] = {}  # uid -> the last good version
         self._seen: dict[str, str] = {}  # uid -> when first seen (config.seen), while served
         self._bad: dict[str, str] = {}  # uid -> why its latest version was refused
@@ -192,11 +211,16 @@ class APIServerSource:
         while True:
             try:
                 async with self._api() as api:
-                    if self._rv is None:
-                        await self._list(api, sink)
-                    progressed = await self._watch(api, sink)
+                    progressed = None
+                    if self._rv is None and self._watch_list:
+                        progressed = await self._watch(api, sink, initial=True)
+                    if progressed is None:  # no watch-list: list, then watch
+                        if self._rv is None:
+                            await self._list(api, sink)
+                        progressed = await self._watch(api, sink)
                 gone = False
-                self._staleness.current()  # the server ended the watch: nothing more was there
+                if self._rv is not None:  # the server ended the watch: nothing more was there
+                    self._staleness.current()
                 if progressed:  # a watch that ended on its timeout: resume at once
                     failures = 0
                     continue
@@ -253,34 +277,21 @@ class APIServerSource:
     # -- list -----------------------------------------------------------------------------------
 
     async def _list(self, api: kube_client.CoreV1Api, sink: SourceSink) -> None:
-        import aiohttp
+        rv, items = await self._list_pages(api)
+        self._replace(items, rv, sink)
 
-        response = await self._get_pods(
-            api,
-            aiohttp.ClientTimeout(total=LIST_TIMEOUT, sock_connect=CONNECT_TIMEOUT),
-            resource_version=self._list_rv,
-        )
-        async with response:
-            try:
-                body = await self._body(response, "list")
-            except APIServerError as exc:
-                if exc.status == 504 and self._list_rv not in ("", "0"):
-                    self._list_rv = ""  # "too large resource version": a lagging server; read fresh
-                raise
-        try:
-            pod_list = orjson.loads(body)
-            rv = pod_list["metadata"]["resourceVersion"]
-            items = pod_list["items"] or []
-            if not isinstance(rv, str) or not rv or not isinstance(items, list):
-                raise TypeError
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            raise APIServerError(f"{self._server}: list: not a PodList with a resourceVersion") from None
+    def _replace(self, items: list[Any], rv: str, sink: SourceSink) -> None:
+        """The node's whole state (a list's items, a watch-list's initial events) at rv: the
+        cache turns it into only the real changes."""
         pods: dict[str, PodVersion] = {}
         bad: dict[str, str] = {}
         for obj in items:
-            if not self._ours(obj):
+            if isinstance(obj, _Refused):
+                uid, pod, bad[obj.key] = obj.key, None, obj.problem
+            elif not self._ours(obj):
                 continue
-            uid, pod = self._decode(obj, bad)
+            else:
+                uid, pod = self._decode(obj, bad)
             if pod is not None:
                 pods[uid] = pod
             elif uid in self._pods:  # keep its last good version
@@ -292,6 +303,49 @@ class APIServerSource:
         sink.replace(pods.values())
         sink.mark_synced()
         self._staleness.current()
+
+    async def _list_pages(self, api: kube_client.CoreV1Api) -> tuple[str, list[Any]]:
+        """The node's pods and the list's resourceVersion, LIST_PAGE at a time (`limit` and
+        `continue`, as client-go's pager), but whole from a resourceVersion seen before: with a
+        limit the server would read exactly that version from etcd (410 once compacted), without
+        one it serves any version not older from its watch cache (client-go's reflector does the
+        same). A continue token that expired is a 410 (Gone): the list starts again, fresh. A
+        server that serves the whole list at once sends no continue token."""
+        import aiohttp
+
+        limits = aiohttp.ClientTimeout(total=LIST_TIMEOUT, sock_connect=CONNECT_TIMEOUT)
+        items: list[Any] = []
+        token = ""
+        while True:
+            query: dict[str, Any] = {"limit": LIST_PAGE} if self._list_rv in ("", "0") else {}
+            if token:
+                query["_continue"] = token  # the first page's resourceVersion is in the token
+            else:
+                query["resource_version"] = self._list_rv
+            response = await self._get_pods(api, limits, **query)
+            async with response:
+                try:
+                    body = await self._body(response, "list")
+                except APIServerError as exc:
+                    if exc.status == 504 and self._list_rv not in ("", "0"):
+                        self._list_rv = ""  # "too large resource version": a lagging server; read fresh
+                    raise
+            try:
+                page = orjson.loads(body)
+                meta = page["metadata"]
+                rv, token, more = meta["resourceVersion"], meta.get("continue") or "", page["items"] or []
+                if (
+                    not isinstance(rv, str)
+                    or not rv
+                    or not isinstance(more, list)
+                    or not isinstance(token, str)
+                ):
+                    raise TypeError
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                raise APIServerError(f"{self._server}: list: not a PodList with a resourceVersion") from None
+            items.extend(more)
+            if not token:
+                return rv, items
 
     async def _get_pods(
         self, api: kube_client.CoreV1Api, limits: aiohttp.ClientTimeout, **query: Any
@@ -311,37 +365,73 @@ class APIServerSource:
 
     # -- watch ----------------------------------------------------------------------------------
 
-    async def _watch(self, api: kube_client.CoreV1Api, sink: SourceSink) -> bool:
+    async def _watch(
+        self, api: kube_client.CoreV1Api, sink: SourceSink, *, initial: bool = False
+    ) -> bool | None:
         """Watch from self._rv until the server ends the stream; whether anything arrived.
-        Raises Gone when the server no longer has that resourceVersion."""
+        Raises Gone when the server no longer has that resourceVersion.
+
+        `initial`: a watch-list, as the kubelet's reflector does on v1.35+ (client-go's
+        WatchListClient): the node's pods come as ADDED events, then a BOOKMARK annotated
+        `k8s.io/initial-events-end`, which makes them the whole state (as a list's items), and
+        the same stream goes on as a watch. None when the server refuses it (then this attempt
+        lists; a server that does not offer it, 400 or 422, is not asked again) or ends it
+        before the bookmark (one that ignores `sendInitialEvents`: not asked again either)."""
         import aiohttp
 
         timeout = random.randint(*self._watch_timeout)
+        query: dict[str, Any] = {"resource_version": self._rv}
+        if initial:
+            # "" is a consistent read (the list's "0" would be any state the cache has).
+            rv = "" if self._list_rv == "0" else self._list_rv
+            query = {
+                "resource_version": rv,
+                "send_initial_events": True,
+                "resource_version_match": "NotOlderThan",
+            }
         response = await self._get_pods(
             api,
             aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT, sock_read=timeout + WATCH_READ_MARGIN),
-            resource_version=self._rv,
             allow_watch_bookmarks=True,
             watch=True,
             timeout_seconds=timeout,
+            **query,
         )
         progressed = False
-        async with response:
-            if response.status != 200:
-                await self._body(response, "watch")  # raises, naming the status
-            self._connected()
-            async for line, size in _lines(response, MAX_EVENT_BYTES):
-                if size > MAX_EVENT_BYTES:
-                    self._too_large(line, size, sink)
-                    progressed = True
-                elif line.strip():
-                    self._event(line, sink)
-                    progressed = True
-                if progressed:
-                    self._staleness.current()
-                    if self._delivering_since is None:
-                        self._delivering_since = time.monotonic()
-        return progressed
+        self._initial = [] if initial else None
+        try:
+            async with response:
+                if response.status != 200:
+                    if initial and response.status not in (401, 410):
+                        self._no_watch_list(await self._body_error(response, "watch-list"))
+                        return None
+                    await self._body(response, "watch")  # raises, naming the status
+                self._connected()
+                async for line, size in _lines(response, MAX_EVENT_BYTES):
+                    if size > MAX_EVENT_BYTES:
+                        self._too_large(line, size, sink)
+                        progressed = True
+                    elif line.strip():
+                        self._event(line, sink)
+                        progressed = True
+                    if progressed and self._initial is None:
+                        self._staleness.current()
+                        if self._delivering_since is None:
+                            self._delivering_since = time.monotonic()
+            if self._initial is not None:
+                problem = f"{self._server}: watch-list: ended before its initial-events-end bookmark"
+                self._no_watch_list(APIServerError(problem, status=400))
+                return None
+            return progressed
+        finally:
+            self._initial = None
+
+    def _no_watch_list(self, refused: APIServerError) -> None:
+        """A watch-list refused (or not kept to): this attempt lists instead; a server that
+        does not offer it (or does not keep to it) is not asked again."""
+        if refused.status in (400, 422):
+            self._watch_list = False
+        log.info("pod source %s: %s; listing instead", self.name, refused)
 
     def _too_large(self, head: bytes, size: int, sink: SourceSink) -> None:
         """A watch event over MAX_EVENT_BYTES (`head`: its first bytes): its pod is refused,
@@ -352,6 +442,10 @@ class APIServerSource:
         uid = found["uid"]
         what = f"pod {found['namespace']}/{found['name']} (uid {uid})"
         problem = f"{what}: a watch event of {size} bytes, over the {MAX_EVENT_BYTES} byte limit"
+        if self._initial is not None:  # a watch-list's: refused in the state its end makes
+            if found["type"] != "DELETED":
+                self._initial.append(_Refused(uid or what, problem))
+            return
         if found["type"] == "DELETED" and uid:
             self._bad.pop(uid, None)
             self._seen.pop(uid, None)
@@ -378,6 +472,9 @@ class APIServerSource:
             code = obj.get("code")
             raise _status_error(self._server, "watch", obj, status=code if isinstance(code, int) else 0)
         rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if self._initial is not None:
+            self._initial_event(kind, obj, rv, sink)
+            return
         if kind in ("ADDED", "MODIFIED") and not self._ours(obj):
             kind = "DELETED"  # bound elsewhere now: no longer this node's pod
         if kind in ("ADDED", "MODIFIED"):
@@ -398,6 +495,16 @@ class APIServerSource:
             log.warning("pod source %s: watch event of unknown type %r ignored", self.name, kind)
         if isinstance(rv, str) and rv:
             self._rv = rv
+
+    def _initial_event(self, kind: str, obj: dict[str, Any], rv: Any, sink: SourceSink) -> None:
+        """An event of a watch-list before its end: kept until the end bookmark, which makes
+        what was kept the whole state at its resourceVersion."""
+        assert self._initial is not None
+        if kind in ("ADDED", "MODIFIED"):
+            self._initial.append(obj)
+        elif kind == "BOOKMARK" and isinstance(rv, str) and rv and _initial_events_end(obj):
+            items, self._initial = self._initial, None
+            self._replace(items, rv, sink)
 
     # -- pods -----------------------------------------------------------------------------------
 
@@ -465,16 +572,20 @@ class APIServerSource:
 
     async def _body(self, response: aiohttp.ClientResponse, what: str) -> bytes:
         """The body of a 200; otherwise raises, naming the status (Gone for a 410)."""
-        body = await response.read()
         if response.status == 200:
-            return body
+            return await response.read()
+        raise await self._body_error(response, what)
+
+    async def _body_error(self, response: aiohttp.ClientResponse, what: str) -> APIServerError:
+        """What a response other than 200 says, as one error naming its status."""
+        body = await response.read()
         if response.status == 401:
             self._credentials.forget()
         try:
             status = orjson.loads(body)
         except orjson.JSONDecodeError:
             status = {}
-        raise _status_error(
+        return _status_error(
             self._server,
             what,
             status if isinstance(status, dict) else {},
@@ -522,6 +633,12 @@ def _head_field(head: bytes, name: str) -> str:
         return str(orjson.loads(b'"' + match.group(1) + b'"'))
     except orjson.JSONDecodeError:
         return ""
+
+
+def _initial_events_end(obj: dict[str, Any]) -> bool:
+    """Whether a BOOKMARK ends a watch-list's initial events (metav1.InitialEventsAnnotationKey)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return isinstance(annotations, dict) and annotations.get(INITIAL_EVENTS_END) == "true"
 
 
 def _uid(obj: Any) -> str:
@@ -582,13 +699,25 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="for --apiserver: a kubeconfig (default: $KUBECONFIG, else the in-cluster ServiceAccount)",
     )
     add("--kube-context", metavar="NAME", help="for --apiserver: the kubeconfig context to use")
+    add(
+        "--apiserver-watch-timeout",
+        type=argtypes.positive_int,
+        default=WATCH_TIMEOUT[1],
+        metavar="SECONDS",
+        help=(
+            "for --apiserver: the longest watch the server is asked for (each drawn from half that up;"
+            f" default {WATCH_TIMEOUT[1]}); the source is stale after failing for that"
+            f" + {WATCH_READ_MARGIN:g} s"
+        ),
+    )
 
 
 def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
     if not args.apiserver:
-        if args.kubeconfig or args.kube_context:
-            raise ValueError("--kubeconfig and --kube-context are for --apiserver")
+        if args.kubeconfig or args.kube_context or args.apiserver_watch_timeout != WATCH_TIMEOUT[1]:
+            raise ValueError("--kubeconfig, --kube-context and --apiserver-watch-timeout are for --apiserver")
         return []
+    longest: int = args.apiserver_watch_timeout
     if args.kubeconfig and not args.kubeconfig.is_file():
         raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
     return [
@@ -598,5 +727,7 @@ def from_args(args: argparse.Namespace, context: SourceContext) -> list[Source]:
             context=args.kube_context,
             on_error=context.on_error,
             on_connected=connected_gauge(context, SOURCE_NAME),
+            watch_timeout=(max(1, longest // 2), longest),
+            stale_after=longest + WATCH_READ_MARGIN,
         )
     ]

@@ -174,7 +174,8 @@ def test_kubeconfig_flags_without_apiserver_are_a_usage_error(tmp_path: Path) ->
     served = start(tmp_path / "run", "--fixtures", str(tmp_path), "--kube-context", "x", wait=None)
     try:
         assert served.proc.wait(TIMEOUT) == 2
-        assert "--kubeconfig and --kube-context are for --apiserver" in "".join(served.lines)
+        said = "--kubeconfig, --kube-context and --apiserver-watch-timeout are for --apiserver"
+        assert said in "".join(served.lines)
     finally:
         served.close()
 

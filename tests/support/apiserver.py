@@ -10,6 +10,11 @@ What it speaks, as the real server does:
   first. A pod that starts or stops matching the selector is ADDED / DELETED, as the watch cache
   sends it. `allowWatchBookmarks=true` gets BOOKMARK events when the test sends them.
   `timeoutSeconds` ends the stream cleanly.
+- `sendInitialEvents=true` (a watch-list), with `watch_list` set (a v1.34+ server): ADDED for
+  every current pod, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the
+  current resourceVersion, then the watch goes on; it needs `resourceVersionMatch=NotOlderThan`
+  and `allowWatchBookmarks=true`, else 422. Without `watch_list` (the default: an older server,
+  or the `WatchList` gate off) it is a 422 `Invalid`, as such a server answers.
 - A resourceVersion older than the history kept (`compact()`): `410 Gone` with a `Status`, as an
   ERROR event on a 200 (what the watch cache does) or, with `gone_as_http`, as the response.
 - A missing or wrong bearer token: 401 with a `Status`.
@@ -108,6 +113,7 @@ class KubeAPIServer:
         self.token = token
         self.gone_as_http = False  # 410 as the watch's HTTP status instead of an ERROR event
         self.ignore_field_selector = False  # as a broken proxy or a fake server might
+        self.watch_list = False  # whether it offers sendInitialEvents (the WatchList gate)
         self.port = 0
         self.seen: queue.Queue[Seen] = queue.Queue()
         self._lock = threading.Lock()
@@ -237,10 +243,13 @@ class KubeAPIServer:
 
     async def next_request(self, *, watch: bool | None = None, **want: str) -> Seen:
         """The next request answered that is a watch (or a list, or either when None) and whose
-        query has the `want` items; others before it are skipped."""
+        query has the `want` items; others before it are skipped, and so is a refused watch-list
+        (unless `want` names sendInitialEvents)."""
         async with asyncio.timeout(REQUEST_WAIT):
             while True:
                 seen = await asyncio.to_thread(self.seen.get, True, REQUEST_WAIT)
+                if seen.status == 422 and "sendInitialEvents" not in want:
+                    continue  # a watch-list refused: the list and watch after it are what counts
                 if watch is not None and _true(seen.query.get("watch", "")) != watch:
                     continue
                 if all(seen.query.get(k) == v for k, v in want.items()):
@@ -314,8 +323,17 @@ class KubeAPIServer:
         rv_text = query.get("resourceVersion", "")
         timeout = float(query.get("timeoutSeconds") or 1800)
         watch = _Watch(matches, _true(query.get("allowWatchBookmarks", "")), asyncio.Queue())
+        initial = _true(query.get("sendInitialEvents", ""))
+        if initial:
+            refused = self._refuse_watch_list(query, watch.bookmarks)
+            if refused is not None:
+                return _json(422, status(422, "Invalid", refused))
         with self._lock:
-            if rv_text in ("", "0"):
+            if initial:
+                first = [_line("ADDED", p) for _, p in sorted(self._pods.items()) if matches(p)]
+                end = {"resourceVersion": str(self._rv), "annotations": {"k8s.io/initial-events-end": "true"}}
+                first.append(_line("BOOKMARK", {"metadata": end}))
+            elif rv_text in ("", "0"):
                 first = [_line("ADDED", p) for _, p in sorted(self._pods.items()) if matches(p)]
             elif int(rv_text) < self._oldest:
                 gone = status(410, "Expired", f"too old resource version: {rv_text} ({self._oldest})")
@@ -329,6 +347,22 @@ class KubeAPIServer:
             if _DROP_AFTER not in first:
                 self._watches.append(watch)
         return StreamingResponse(self._stream(watch, first, timeout), media_type="application/json")
+
+    def _refuse_watch_list(self, query: dict[str, str], bookmarks: bool) -> str | None:
+        """Why a watch-list is refused (the API server's validation), or None."""
+        if not self.watch_list:
+            return (
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless"
+                " the WatchList feature gate is enabled"
+            )
+        if query.get("resourceVersionMatch") != "NotOlderThan":
+            return (
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting"
+                " resourceVersionMatch to NotOlderThan"
+            )
+        if not bookmarks:
+            return "allowWatchBookmarks: Forbidden: sendInitialEvents requires allowWatchBookmarks"
+        return None
 
     async def _stream(self, watch: _Watch, first: list[Any], seconds: float) -> AsyncIterator[bytes]:
         try:

@@ -95,22 +95,24 @@ def cache_dir() -> Path:
 
 
 def binary(command: str = "kubelet") -> Path:
-    """k8s.io/kubernetes/cmd/<command>, built once into the cache (a session waits for another
-    that is building it); go missing is Unavailable (a skip), a failed build an AssertionError."""
+    """k8s.io/kubernetes/cmd/<command> (or, for `./cmd/<name>`, that package of tests/go/node),
+    built once into the cache as <name> (a session waits for another that is building it); go
+    missing is Unavailable (a skip), a failed build an AssertionError."""
     out = cache_dir()
+    package = command if command.startswith("./") else f"k8s.io/kubernetes/cmd/{command}"
+    command = command.rstrip("/").rsplit("/", 1)[-1]
     path = out / command
     if path.exists():
         return path
     go_binary = find_go()
     if go_binary is None:
-        raise Unavailable("go is not installed (.ci/run installs it): the kubelet cannot be built")
+        raise Unavailable(f"go is not installed (.ci/run installs it): {command} cannot be built")
     out.mkdir(parents=True, exist_ok=True)
     with _flock(out / ".build.lock", BUILD_TIMEOUT, f"building {command}"):
         if path.exists():  # built by the session that held the lock
             return path
         partial = out / f".{command}.partial"
         env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
-        package = f"k8s.io/kubernetes/cmd/{command}"
         args = [go_binary, "build", "-trimpath", "-ldflags", _ldflags(_version()), "-o", str(partial)]
         done = subprocess.run(
             [*args, package], cwd=MODULE, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT
@@ -514,5 +516,9 @@ def real_kubelet() -> Iterator[Node]:
 
 if __name__ == "__main__":
     # .ci/run builds the kubelet before pytest, so the cold build's minutes are not a test's:
-    # `python tests/support/realkubelet.py` prints the cached binary's path.
-    print(binary("kubelet"))
+    # `python tests/support/realkubelet.py [COMMAND...]` prints each cached binary's path
+    # (default: the kubelet; tests/support/realapiserver.py names kube-apiserver and ./cmd/etcd).
+    import sys
+
+    for name in sys.argv[1:] or ["kubelet"]:
+        print(binary(name))

@@ -25,7 +25,7 @@ from sourceharness import Harness, Said, by_name, harness_fixture, said_fixture 
 
 from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.watch import EventType
-from pods_api.sources.apiserver import MAX_EVENT_BYTES, WATCH_TIMEOUT, APIServerSource
+from pods_api.sources.apiserver import LIST_PAGE, MAX_EVENT_BYTES, WATCH_TIMEOUT, APIServerSource
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
 
@@ -54,8 +54,12 @@ async def test_lists_this_nodes_pods_then_watches_from_the_lists_version(
     snapshot = await harness.start(source(server, harness, tmp_path))
 
     assert sorted(by_name(snapshot.pods)) == ["db", "web"]
+    # First a watch-list, as the kubelet's reflector: this server does not offer it (422).
+    refused = await server.next_request(sendInitialEvents="True")
+    assert refused.status == 422
     listed = await server.next_request()
-    assert listed.query == {"fieldSelector": f"spec.nodeName={NODE}", "resourceVersion": "0"}
+    want = {"fieldSelector": f"spec.nodeName={NODE}", "resourceVersion": "0", "limit": str(LIST_PAGE)}
+    assert listed.query == want
     assert listed.authorization == f"Bearer {server.token}"
     watch = await server.next_request()
     assert watch.query["watch"].lower() == "true" and watch.query["allowWatchBookmarks"].lower() == "true"
@@ -64,6 +68,42 @@ async def test_lists_this_nodes_pods_then_watches_from_the_lists_version(
     assert WATCH_TIMEOUT[0] <= int(watch.query["timeoutSeconds"]) <= WATCH_TIMEOUT[1]
     web = by_name(snapshot.pods)["web"].json
     assert web["metadata"]["uid"] == "uid-web" and web["status"]["phase"] == "Running"
+
+
+async def test_a_server_that_offers_watch_list_is_asked_for_it_and_never_listed(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    # As the kubelet's reflector on v1.35+: one watch brings the state, then goes on.
+    server.watch_list = True
+    server.put(pod("web"))
+    server.put(pod("elsewhere", node="node-2"))
+
+    snapshot = await harness.start(source(server, harness, tmp_path))
+
+    assert sorted(by_name(snapshot.pods)) == ["web"]
+    streamed = await server.next_request()
+    want = {"sendInitialEvents": "True", "resourceVersionMatch": "NotOlderThan", "resourceVersion": ""}
+    assert {k: streamed.query.get(k) for k in want} == want and streamed.status == 200
+    assert streamed.query["allowWatchBookmarks"].lower() == "true"
+    server.put(pod("db"))
+    assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "db")]  # the same stream
+    assert server.seen.empty()  # no list, no second watch
+
+
+async def test_a_watch_list_refused_then_a_410_relists_from_the_version_seen(
+    server: KubeAPIServer, harness: Harness, tmp_path: Path
+) -> None:
+    server.put(pod("web"))
+    await harness.start(source(server, harness, tmp_path))
+    await server.next_request(watch=True)
+    seen = server.resource_version
+    server.watch_list = True  # upgraded: not asked again (a restart of pods-api would)
+    server.stop()
+    server.put(pod("db"))
+    server.restart(keep_history=False)  # our version is too old now: 410
+    relisted = await server.next_request(watch=False, resourceVersion=seen)
+    assert "limit" not in relisted.query  # from a version seen: whole, from the cache
+    assert [(e.type, e.pod.name) for e in await harness.events(1)] == [(ADDED, "db")]
 
 
 async def test_pods_of_other_nodes_are_never_served_even_unfiltered(
