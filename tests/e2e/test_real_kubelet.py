@@ -559,7 +559,7 @@ KNOWN: dict[tuple[str, str, str], str] = {
         for a in ALL
         for g in ("bytes", "watch-bytes", "watch-held-bytes")
     },
-    **{("standalone", a, "conditions"): TIMES for a in ALL[2:]},
+    **{("standalone", a, "conditions"): TIMES for a in ALL},
     **{("standalone", a, "containerStatuses"): KEPT for a in AFTER_NODE_RESTART},
     **{("standalone", a, "watch-types"): LAST for a in ("4-label-edited", "6-removed", "10-not-yaml")},
     ("standalone", "5-crash-loop", "containerStatuses"): CRASH,
