@@ -99,8 +99,11 @@ def binary(command: str = "kubelet") -> Path:
     built once into the cache as <name> (a session waits for another that is building it); go
     missing is Unavailable (a skip), a failed build an AssertionError."""
     out = cache_dir()
-    package = command if command.startswith("./") else f"k8s.io/kubernetes/cmd/{command}"
+    local = command.startswith("./")
+    package = command if local else f"k8s.io/kubernetes/cmd/{command}"
     command = command.rstrip("/").rsplit("/", 1)[-1]
+    if local:  # its own source is not in go.sum: a changed main.go is another binary
+        command = f"{command}-{_source_hash(MODULE / package)}"
     path = out / command
     if path.exists():
         return path
@@ -121,6 +124,13 @@ def binary(command: str = "kubelet") -> Path:
             raise AssertionError(f"go build {package} failed:\n{done.stdout}{done.stderr}")
         partial.rename(path)
     return path
+
+
+def _source_hash(package: Path) -> str:
+    digest = hashlib.sha256()
+    for source in sorted(package.rglob("*.go")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 @contextlib.contextmanager
