@@ -1,5 +1,5 @@
 """`python -m bench [WORKLOAD|all] [--quick] [--sweep]`, WORKLOAD one of source, requests, lists,
-sse, fanout, memory, footprint, startup, starved, cli, bridge, kubelet, health: the workloads of
+sse, fanout, memory, footprint, listmemory, startup, starved, cli, bridge, kubelet, health: the workloads of
 BENCHMARKS.md (W1, W3-W7, memory per source, the bridge, the real kubelet's watchers against the
 bridge's, health under a burst of Lists), each beside a floor measured in the same run; prints a table
 and writes bench/results.json. `--quick` runs every workload small (CI runs it; nothing is
@@ -15,7 +15,20 @@ from typing import Any
 
 import orjson
 
-from bench import bridge, cli, fanout, footprint, health, httpmetrics, kubelet, memory, source, sse, workloads
+from bench import (
+    bridge,
+    cli,
+    fanout,
+    footprint,
+    health,
+    httpmetrics,
+    kubelet,
+    listmemory,
+    memory,
+    source,
+    sse,
+    workloads,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -42,6 +55,8 @@ SIZES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # Memory per source: 110 pods (the kubelet's default maximum), 1,000 and 5,000, each source
     # alone; ~10 minutes.
     "footprint": ({"counts": [110, 1000, 5000]}, {"counts": [20, 60], "settle": 1.0}),
+    # RSS after one List per surface, against a bare server holding the pods' bytes; ~3 minutes.
+    "listmemory": ({"counts": [5000]}, {"counts": [110], "settle": 1.0}),
     "requests": ({"count": 110, "seconds": 3.0, "repeats": 2}, {"count": 110, "seconds": 0.5, "repeats": 1}),
     # W3 extended: the unmasked Lists of every surface, up to 5,000 pods (past the 16 MiB memo).
     "lists": (
@@ -125,6 +140,7 @@ RUNNERS = {
     "startup": workloads.startup,
     "memory": memory.run,
     "footprint": footprint.run,
+    "listmemory": listmemory.run,
     "requests": workloads.requests,
     "lists": workloads.lists,
     "httpmetrics": httpmetrics.run,
@@ -272,6 +288,11 @@ def table(results: dict[str, Any]) -> list[str]:
             row(name, "USS MiB", r["uss_mib"])
             if r["per_1000_mib"] is not None:
                 row(name, "RSS per 1,000 pods (vs pb)", r["per_1000_mib"], r["pb_per_1000_mib"])
+    if "listmemory" in results:
+        for r in results["listmemory"]:
+            name = f"RSS {r['pods']} pods"
+            row(name, "before Lists MiB (vs bare)", r["ours_before_mib"], r["floor_before_mib"])
+            row(name, "after a List per surface MiB", r["ours_after_mib"], r["floor_after_mib"])
     if "startup" in results:
         r = results["startup"]
         name = f"W6 {r['files']} manifests"

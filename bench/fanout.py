@@ -219,7 +219,7 @@ async def _sse_watch(w: _Watchers, i: int, client: httpx.AsyncClient) -> None:
                 event = bytes(buffer[start:end])
                 start = end + 2
                 if b"event: ERROR" in event:
-                    code = re.search(rb'"status":\s*"(\w+)"', event)  # gateway/errors.py's body
+                    code = re.search(rb'"status":\s*"(\w+)"', event)  # gateway/http/errors.py's body
                     w.end(i, f"ERROR {code[1].decode() if code else '?'}")
                     return
                 if not synced:

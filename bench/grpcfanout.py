@@ -36,7 +36,7 @@ PODS = 110
 
 
 def _versions() -> list[list[Any]]:
-    from pods_api.core.store.pod import PodVersion
+    from pods_api.core.store.version import PodVersion
 
     def pod(i: int, phase: str) -> PodVersion:
         metadata = {

@@ -144,7 +144,7 @@ def holders() -> dict[str, Any]:
     """The bounded holders of the running server, found on the heap (there is one core)."""
     out: dict[str, Any] = {}
     caches = _of("PodCache", "pods_api.core.store.cache")
-    versions = _of("PodVersion", "pods_api.core.store.pod")
+    versions = _of("PodVersion", "pods_api.core.store.version")
     served_ids: set[int] = set()
     ring_ids: set[int] = set()
     for cache in caches:

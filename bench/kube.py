@@ -25,10 +25,10 @@ import yaml
 
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import WatchHub
 from pods_api.gateway.assemble import _make_list
-from pods_api.gateway.formats import Format
+from pods_api.gateway.http.formats import Format
 from pods_api.gateway.kube import objects as kubeobjects
 
 FIXTURES = sorted((Path(__file__).resolve().parent.parent / "examples" / "fixtures").glob("*.yaml"))

@@ -37,7 +37,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pods_pb
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import WatchHub
 
 NODE_IP = "192.168.56.10"

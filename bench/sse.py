@@ -58,7 +58,7 @@ def _variants(pod: dict[str, Any]) -> list[dict[str, Any]]:
 def _ours(items: list[dict[str, Any]]) -> tuple[Any, Any, Callable[[int], None]]:
     from pods_api.core.assembly import build_core
     from pods_api.core.config import Config
-    from pods_api.core.store.pod import PodVersion
+    from pods_api.core.store.version import PodVersion
     from pods_api.gateway.app import create_app
     from pods_api.gateway.server.connection import GatewayConnection
 

@@ -19,8 +19,8 @@ from pods_api.core.grpc.service import Contract, watch_encoding
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import WatchStreams
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import WatchHub
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum, IntEnum
+from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
@@ -24,6 +24,7 @@ from pods_api.client.exceptions import from_rpc_error
 from pods_api.client.lookup_client import SERVICE as LOOKUP_SERVICE
 from pods_api.client.lookup_client import Match, lookup_request, matched_container
 from pods_api.client.pod import Pod
+from pods_api.core.api.eventtype import EventType as EventType  # the server's own, re-exported
 from pods_api.core.api.pb import pods_v1alpha1_pb2
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 
@@ -59,17 +60,6 @@ class Contract(Enum):
 
     KUBELET = "v1alpha1.Pods"  # k8s.io/kubelet/pkg/apis/pods/v1alpha1
     DOCUMENTED = "Pods"  # the Kubernetes documentation page's package-less service
-
-
-class EventType(IntEnum):
-    """The kubelet's v1alpha1.EventType numbers as released in k8s.io/kubelet. UNSPECIFIED (0)
-    is not one of them: a server never sends it, and `Client.watch` skips it as it skips any
-    number it does not know."""
-
-    ADDED = 1
-    MODIFIED = 2
-    DELETED = 3
-    INITIAL_SYNC_COMPLETE = 4
 
 
 _EVENT_TYPES = frozenset(int(t) for t in EventType)

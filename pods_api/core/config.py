@@ -13,7 +13,7 @@ from pods_api.core.policy.connections import (
 )
 from pods_api.core.policy.inflight import LIST_BYTES_IN_FLIGHT
 from pods_api.core.policy.ratelimit import DEFAULT_BURST, DEFAULT_QPS
-from pods_api.core.store.source import Source, SourceContext
+from pods_api.core.store.feeds import Source, SourceContext
 from pods_api.core.store.watch import Overflow
 
 # Where the kubelet (v1.36+) serves its Pods API; root-only by the permissions of its directory.

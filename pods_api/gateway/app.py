@@ -1,8 +1,8 @@
 """The HTTP/JSON gateway: `create_app(core)` is the whole of it.
 
 One path for every request (`GatewayApp.__call__`): HEAD is answered as the GET without its
-body (gateway/head.py); over TCP, the loopback Host check (gateway/hosts.py); then one plain
-Starlette router (gateway/router.py) holding the call routes, each parameter of which is declared
+body (gateway/http/head.py); over TCP, the loopback Host check (gateway/http/hosts.py); then one plain
+Starlette router (gateway/http/router.py) holding the call routes, each parameter of which is declared
 once, the pods paths and the Kubernetes view's List, Get and Watch; what it does not route is
 FastAPI's (probes, /metrics, discovery, /openapi.json, 404s), behind the instrumentator's
 middleware. No CORS: browsers may not read this API cross-origin. No /docs or /redoc: they load
@@ -18,13 +18,14 @@ from starlette.routing import Router
 from starlette.types import Receive, Scope, Send
 
 from pods_api.core.assembly import Core
-from pods_api.gateway import errors, health, openapi, pods, router
-from pods_api.gateway import httpmetrics as metrics
-from pods_api.gateway.head import head_as_get
-from pods_api.gateway.hosts import host_refusal
-from pods_api.gateway.kube import errors as kubestatus
+from pods_api.gateway import health, openapi, pods
+from pods_api.gateway.http import errors, router
+from pods_api.gateway.http import httpmetrics as metrics
+from pods_api.gateway.http.head import head_as_get
+from pods_api.gateway.http.hosts import host_refusal
+from pods_api.gateway.http.router import CallRoute, Responder
+from pods_api.gateway.kube import apistatus as kubestatus
 from pods_api.gateway.kube import routes as kube
-from pods_api.gateway.router import CallRoute, Responder
 
 
 class GatewayApp(FastAPI):

@@ -11,10 +11,10 @@ import orjson
 
 from pods_api.core.query.view import View
 from pods_api.core.store.index import Hit
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.slices import collected, joined
 from pods_api.core.store.snapshot import Snapshot
-from pods_api.gateway.formats import Format, render
+from pods_api.core.store.version import PodVersion
+from pods_api.gateway.http.formats import Format, render
 
 # Kubernetes JSON puts TypeMeta first, as the API server does for a single object.
 _POD_HEAD = b'{"kind":"Pod","apiVersion":"v1"'

@@ -14,8 +14,8 @@ from starlette.responses import PlainTextResponse, Response
 from pods_api.core.assembly import Core
 from pods_api.core.policy.calls import NOT_SYNCED_RETRY_AFTER
 from pods_api.gateway import openapi
-from pods_api.gateway.errors import Code, error_response
-from pods_api.gateway.params import no_parameters
+from pods_api.gateway.http.errors import Code, error_response
+from pods_api.gateway.http.params import no_parameters
 
 
 def warning_lines(warnings: dict[str, str]) -> str:

@@ -16,7 +16,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.routing import Route
 
 from pods_api.gateway import podschema
-from pods_api.gateway.errors import HTTP_STATUS, Code
+from pods_api.gateway.http.errors import HTTP_STATUS, Code
 from pods_api.gateway.podschema import POD, POD_LIST, ref
 
 Doc = dict[str, Any]
@@ -198,7 +198,7 @@ def install(app: FastAPI, calls: Sequence[CallOperation] = ()) -> None:
 
 
 def build(app: FastAPI, calls: Sequence[CallOperation] = ()) -> Doc:
-    """FastAPI's document of its routes, with the call routes' operations (gateway/router.py)."""
+    """FastAPI's document of its routes, with the call routes' operations (gateway/http/router.py)."""
     doc = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
     paths = doc.setdefault("paths", {})
     for call in calls:

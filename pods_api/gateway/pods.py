@@ -6,8 +6,8 @@ and `GET /v1/namespaces/{namespace}/pods/{name}` (one pod).
 `query_view` is the one reading of `fields`, `labelSelector` and `fieldSelector` into a View;
 any route serving pods (the Kubernetes view too) takes its view from it.
 
-Each route's parameters are declared once, in the lists below (gateway/params.py's `Param`):
-the router (gateway/router.py) parses and checks them, and the OpenAPI document shows them.
+Each route's parameters are declared once, in the lists below (gateway/http/params.py's `Param`):
+the router (gateway/http/router.py) parses and checks them, and the OpenAPI document shows them.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from collections.abc import Sequence
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.status import InvalidArgument, NotFound, quote
+from pods_api.core.api.statuserrors import InvalidArgumentError, NotFoundError, quote
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View, parse_view
 from pods_api.core.store.lookup import CONTAINER_ID, POD_IP, LookupKey, find
-from pods_api.gateway import formats, openapi, sse
-from pods_api.gateway.admission import GET, LIST, LOOKUP, WATCH, Call, named
+from pods_api.gateway import openapi, sse
 from pods_api.gateway.assemble import list_body, lookup_body, pod_body
-from pods_api.gateway.body import SharedBody
-from pods_api.gateway.params import FLAG, TEXT, TEXTS, Args, Param
-from pods_api.gateway.router import CallRoute
+from pods_api.gateway.http import formats
+from pods_api.gateway.http.admission import GET, LIST, LOOKUP, WATCH, Call, named
+from pods_api.gateway.http.body import SharedBody
+from pods_api.gateway.http.params import FLAG, TEXT, TEXTS, Args, Param
+from pods_api.gateway.http.router import CallRoute
 
 FIELDS_DOC = (
     "Only these fields of each pod, as comma-separated JSON paths (`status.phase,spec.nodeName`); "
@@ -64,7 +65,7 @@ RESOURCE_VERSION_DOC = (
 )
 
 
-# Each route's parameters, declared once (gateway/params.py): parsed, checked and documented
+# Each route's parameters, declared once (gateway/http/params.py): parsed, checked and documented
 # from these lists.
 FIELDS = Param("fields", TEXTS, FIELDS_DOC)
 PRETTY = Param("pretty", FLAG, PRETTY_DOC)
@@ -122,9 +123,11 @@ def resume_revision(last_event_id: str | None, resource_version: str | None) -> 
             try:
                 revision = int(value)
             except ValueError:
-                raise InvalidArgument(f"{name} {quote(value)} is not a revision") from None
+                raise InvalidArgumentError(f"{name} {quote(value)} is not a revision") from None
             if revision < 0:
-                raise InvalidArgument(f"{name} {quote(value)} is not a revision: it must be non-negative")
+                raise InvalidArgumentError(
+                    f"{name} {quote(value)} is not a revision: it must be non-negative"
+                )
             return revision
     return None
 
@@ -140,7 +143,7 @@ def list_call(request: Request, args: Args) -> Call:
 
 
 class PodsRoutes:
-    """The pods routes of one core, as call routes (gateway/router.py): each endpoint runs once
+    """The pods routes of one core, as call routes (gateway/http/router.py): each endpoint runs once
     the router has named the call, checked and parsed its parameters and admitted it."""
 
     def __init__(self, core: Core) -> None:
@@ -198,7 +201,7 @@ class PodsRoutes:
         core = self.core
         if call.name == WATCH:
             if container_id is not None or pod_ip is not None:
-                raise InvalidArgument(
+                raise InvalidArgumentError(
                     f"{CONTAINER_ID} and {POD_IP} look pods up once; they cannot be watched "
                     "(watch with labelSelector or fieldSelector)"
                 )
@@ -226,7 +229,7 @@ class PodsRoutes:
         view = query_view(args[FIELDS])
         pod = self.core.cache.get(uid)
         if pod is None:
-            raise NotFound(f"pod {quote(uid)} not found")
+            raise NotFoundError(f"pod {quote(uid)} not found")
         fmt = formats.choose(request.headers.get("accept"), args[PRETTY])
         return Response(pod_body(pod, view, fmt), media_type=fmt.media_type)
 
@@ -236,7 +239,7 @@ class PodsRoutes:
         view = query_view(args[FIELDS])
         hits = find(self.core.cache, LookupKey(name=(namespace, name)))
         if not hits:
-            raise NotFound(f"pod {namespace}/{name} not found")
+            raise NotFoundError(f"pod {namespace}/{name} not found")
         # Two sources can serve one name under two UIDs; the lowest UID answers, as List orders.
         fmt = formats.choose(request.headers.get("accept"), args[PRETTY])
         return Response(pod_body(hits[0].pod, view, fmt), media_type=fmt.media_type)

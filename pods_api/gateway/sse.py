@@ -17,7 +17,7 @@ A watch that falls behind, or is open when the server stops, ends with an ERROR 
 is the error body (RESOURCE_EXHAUSTED, UNAVAILABLE). A comment line is sent every heartbeat.
 
 The watch itself (start, what a view shows, the frame cache) is core/store/stream.py, and its
-response (the stall guard, heartbeats, the end) is gateway/watchbody.py's, shared with the
+response (the stall guard, heartbeats, the end) is gateway/http/watchbody.py's, shared with the
 Kubernetes view; this module is the SSE encoding and its words for a watch's end.
 """
 
@@ -28,16 +28,16 @@ from collections.abc import AsyncIterator
 
 from sse_starlette import ServerSentEvent
 
-from pods_api.core.api.status import StatusError
+from pods_api.core.api.statuserrors import StatusError
 from pods_api.core.config import Config
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch, WatchStreams
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType
-from pods_api.gateway.admission import Call
 from pods_api.gateway.assemble import pod_bytes
-from pods_api.gateway.errors import Code, error_body
-from pods_api.gateway.watchbody import WatchBody, Wording
+from pods_api.gateway.http.admission import Call
+from pods_api.gateway.http.errors import Code, error_body
+from pods_api.gateway.http.watchbody import WatchBody, Wording
 
 _SYNCED = b"{}"
 _RESUMED = b'{"resumed":true}'
@@ -76,7 +76,7 @@ def _ended(exc: StatusError) -> bytes:
     return error_frame(exc.code, exc.message)
 
 
-# What the one watch body (gateway/watchbody.py) says of an SSE watch besides its events.
+# What the one watch body (gateway/http/watchbody.py) says of an SSE watch besides its events.
 WORDING = Wording(
     media_type="text/event-stream",
     ended=_ended,

@@ -38,9 +38,9 @@ import argparse
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from pods_api.core.store.source import ErrorCounter, Source, SourceContext, StatusOverlay
+from pods_api.core.store.feeds import ErrorCounter, Source, SourceContext, StatusOverlay
 
-# The contract is the cache's (core/store/source.py); source modules take it from here.
+# The contract is the cache's (core/store/feeds.py); source modules take it from here.
 __all__ = [
     "CanOverlay",
     "ErrorCounter",

@@ -38,7 +38,7 @@ from pods_api.core import argtypes
 from pods_api.core.api.codec import CodecError
 from pods_api.core.store.cache import SourceSink
 from pods_api.core.store.identity import MIRROR_ANNOTATION
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.firstseen import CONFIG_SEEN, stamp_time
 from pods_api.sources.reporting import Reporter

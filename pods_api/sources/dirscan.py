@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ManifestError, workers
 from pods_api.sources.firstseen import FirstSeen
 from pods_api.sources.reading import describe_os_error, read_manifest

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Collection
 
 from pods_api.core.api.pb import k8s_core_v1_pb2
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 
 CONFIG_SEEN = "kubernetes.io/config.seen"
 

@@ -9,7 +9,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
 from pods_api.sources.parsing import FIXTURE_FORMAT, decode_pod, locate, pod_objects

@@ -29,7 +29,7 @@ import orjson
 
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext, connected_gauge
 from pods_api.sources.parsing import KUBELET_FORMAT, decode_pod, pod_objects
 from pods_api.sources.poller import FETCH_DEADLINE, Poller, PollError, parse_url, redacted

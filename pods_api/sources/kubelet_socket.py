@@ -47,7 +47,7 @@ from pods_api.client.pod import Pod
 from pods_api.core.api.codec import CodecError
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.store.cache import SourceSink
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType as CacheEvent  # the same numbers
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.staleness import ConnectedGauge, Staleness

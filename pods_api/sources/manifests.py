@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pods_api.core import argtypes
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext
 from pods_api.sources.directory import DirectorySource
 from pods_api.sources.firstseen import FirstSeen

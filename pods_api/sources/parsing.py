@@ -17,8 +17,8 @@ import orjson
 import yaml
 
 from pods_api.core.api.codec import CodecError
-from pods_api.core.api.status import quote
-from pods_api.core.store.pod import MAX_POD_BYTES, PodVersion
+from pods_api.core.api.statuserrors import quote
+from pods_api.core.store.version import MAX_POD_BYTES, PodVersion
 from pods_api.sources import ManifestError, constructor
 from pods_api.sources.reading import MAX_MANIFEST_BYTES
 
@@ -26,7 +26,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
-class Format:
+class FileFormat:
     """What one file may hold."""
 
     list_kinds: frozenset[str]  # list kinds accepted besides a single Pod
@@ -36,13 +36,13 @@ class Format:
 
 
 # What the kubelet reads from its /pods: a PodList (or one Pod).
-KUBELET_FORMAT = Format(list_kinds=frozenset({"PodList"}), multi_document=False)
+KUBELET_FORMAT = FileFormat(list_kinds=frozenset({"PodList"}), multi_document=False)
 # What the kubelet runs from a manifest file (file.go extractFromFile: tryDecodeSinglePod only,
 # so no PodList) and from a manifest URL (http.go: a Pod, else a PodList): the first document.
-MANIFEST_FILE_FORMAT = Format(list_kinds=frozenset(), multi_document=False, first_document=True)
-MANIFEST_URL_FORMAT = Format(list_kinds=frozenset({"PodList"}), multi_document=False, first_document=True)
+MANIFEST_FILE_FORMAT = FileFormat(list_kinds=frozenset(), multi_document=False, first_document=True)
+MANIFEST_URL_FORMAT = FileFormat(list_kinds=frozenset({"PodList"}), multi_document=False, first_document=True)
 # What `kubectl get -o yaml` and hand-written test data look like: also `kind: List` and `---`.
-FIXTURE_FORMAT = Format(list_kinds=frozenset({"PodList", "List"}), multi_document=True)
+FIXTURE_FORMAT = FileFormat(list_kinds=frozenset({"PodList", "List"}), multi_document=True)
 
 
 # Values a YAML document may hold once its aliases are expanded. A 10 MiB PodList of real pods
@@ -136,7 +136,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return "not valid YAML: " + " ".join(str(exc).split())
 
 
-def pod_objects(data: bytes, origin: str, fmt: Format) -> list[tuple[str, dict[str, Any]]]:
+def pod_objects(data: bytes, origin: str, fmt: FileFormat) -> list[tuple[str, dict[str, Any]]]:
     """Each Pod object in a file, with a label saying where it sits ("" for the only one).
 
     An empty file is an error, not "no pods": an editor that truncates before it writes must not
@@ -156,7 +156,7 @@ def pod_objects(data: bytes, origin: str, fmt: Format) -> list[tuple[str, dict[s
     return out
 
 
-def _pods_of(doc: Any, where: str, origin: str, fmt: Format) -> list[tuple[str, dict[str, Any]]]:
+def _pods_of(doc: Any, where: str, origin: str, fmt: FileFormat) -> list[tuple[str, dict[str, Any]]]:
     wanted = " or ".join(["Pod", *sorted(fmt.list_kinds)])
     if not isinstance(doc, dict):
         raise ManifestError(origin, locate(where, f"expected a {wanted} object, got {_type_name(doc)}"))

@@ -22,7 +22,7 @@ from typing import Any
 
 from pods_api.core.api.codec import CodecError, pod_to_message
 from pods_api.core.api.pb import k8s_core_v1_pb2
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ManifestError
 from pods_api.sources.defaults import apply_pod_defaults
 from pods_api.sources.firstseen import CONFIG_SEEN as CONFIG_SEEN

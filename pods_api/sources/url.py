@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pods_api.core import argtypes
 from pods_api.core.store.cache import SourceSink
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter, ManifestError, Source, SourceContext, connected_gauge
 from pods_api.sources.firstseen import FirstSeen
 from pods_api.sources.parsing import MANIFEST_URL_FORMAT, pod_objects

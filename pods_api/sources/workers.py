@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ManifestError
 
 log = logging.getLogger(__name__)

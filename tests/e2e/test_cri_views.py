@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from serve import TIMEOUT
 
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, WatchHub
 from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
 from pods_api.sources.cri.source import CRISource, CRIStatusOverlay, RuntimeView, container_from_status

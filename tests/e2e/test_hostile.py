@@ -841,7 +841,7 @@ def test_a_pod_over_the_size_limit_is_refused_and_the_others_are_served(
     tmp_path: Path, fixtures: Path
 ) -> None:
     """An 8 MiB field made every default gRPC client's List fail with RESOURCE_EXHAUSTED."""
-    from pods_api.core.store.pod import MAX_POD_BYTES
+    from pods_api.core.store.version import MAX_POD_BYTES
 
     (fixtures / "huge.yaml").write_text(yaml.safe_dump(_big_pod("uid-huge", 2 * 1024 * 1024)))
     with serving(tmp_path / "run", "--fixtures", str(fixtures)) as served:

@@ -17,7 +17,7 @@ from serve import Served, serving, start
 from sourceharness import TIMEOUT, dump, write
 
 from pods_api.core.store.cache import PodCache, SourceSink
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import WatchHub
 from pods_api.sources.supervisor import describe, restart_delay, supervise
 

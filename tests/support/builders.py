@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 
 # The image a pod gets when a test does not care which: the kubelet's own sandbox image.
 PAUSE = "registry.k8s.io/pause:3.10"

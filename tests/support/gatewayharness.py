@@ -21,7 +21,7 @@ from builders import make_pod
 from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config
 from pods_api.core.store.cache import SourceSink
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.gateway.app import create_app
 from pods_api.serve.sockets import bind_unix, claim
 

@@ -56,7 +56,7 @@ def set_phase(phase: str) -> Callable[[dict[str, Any]], None]:
 
 def finish(phase: str = "Failed") -> Callable[[dict[str, Any]], None]:
     """The pod as the kubelet leaves it once it is done with it: a terminal phase, its sandbox
-    down (the kubelet's watch then says DELETED: core/store/pod.py `finished`)."""
+    down (the kubelet's watch then says DELETED: core/store/version.py `finished`)."""
 
     def change(pod: dict[str, Any]) -> None:
         pod["status"]["phase"] = phase

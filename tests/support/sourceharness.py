@@ -14,8 +14,8 @@ import yaml
 from repo import ROOT
 
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.snapshot import Snapshot
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import PodEvent, Watcher, WatchHub
 from pods_api.sources import Source, staleness
 

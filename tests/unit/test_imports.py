@@ -210,3 +210,29 @@ def test_library_internals_are_reached_from_one_room() -> None:
                 private.append(f"{name} imports {module}")
     assert reaching == [], "outside gateway/server/: " + "; ".join(reaching)
     assert private == [], "private modules: " + "; ".join(private)
+
+
+def _generated(path: Path) -> bool:
+    return path.parent.name == "pb"
+
+
+def test_no_module_name_repeats() -> None:
+    """A module's name says where it lives: two `errors.py` make every traceback, grep and
+    import line ask which one."""
+    seen: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        if path.name != "__init__.py" and not _generated(path):
+            seen.setdefault(path.name, []).append(name)
+    assert {n: where for n, where in seen.items() if len(where) > 1} == {}
+
+
+def test_no_class_name_repeats() -> None:
+    """Nor does a class's (the generated protobuf modules aside: protoc names their classes)."""
+    seen: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        if _generated(path):
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(name)
+    assert {n: where for n, where in seen.items() if len(where) > 1} == {}

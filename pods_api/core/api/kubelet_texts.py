@@ -9,7 +9,7 @@ where we still differ, and why.
 
 from __future__ import annotations
 
-from pods_api.core.api.status import ECHO_LIMIT
+from pods_api.core.api.statuserrors import ECHO_LIMIT
 
 # FAILED_PRECONDITION on every method until the kubelet's pod sources are ready.
 INITIALIZING = "Kubelet is initializing"

@@ -20,11 +20,11 @@ from typing import Any, NoReturn
 
 import grpc
 
-from pods_api.core.api.status import Code, Internal, StatusError
+from pods_api.core.api.statuserrors import Code, Internal, StatusError
 from pods_api.core.assembly import Core
 from pods_api.core.grpc.requests import Unparsable
 from pods_api.core.grpc.service import KUBELET_SERVICES
-from pods_api.core.policy.calls import KUBELET_TEXTS, OUR_TEXTS, Call, refusal
+from pods_api.core.policy.calls import KUBELET_TEXTS, OUR_TEXTS, Method, refusal
 from pods_api.core.policy.metrics import Metrics
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
@@ -77,7 +77,7 @@ class PodsInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _intercept(
-    core: Core, method: str, target: tuple[str, Call | None], handler: grpc.RpcMethodHandler
+    core: Core, method: str, target: tuple[str, Method | None], handler: grpc.RpcMethodHandler
 ) -> grpc.RpcMethodHandler:
     version, call = target
     admit = _admission(core, method, call)
@@ -154,7 +154,7 @@ def _stream(
 # -- admission -----------------------------------------------------------------------------------
 
 
-def _admission(core: Core, method: str, call: Call | None) -> Callable[[Any], None]:
+def _admission(core: Core, method: str, call: Method | None) -> Callable[[Any], None]:
     """Runs each Pods call only if its request parsed and the table's refusal lets it (in
     grpc-go's order: a request that does not parse is refused before any interceptor, so it
     spends no token). On the kubelet's contracts a refusal says what the kubelet says."""
@@ -176,7 +176,7 @@ def _admission(core: Core, method: str, call: Call | None) -> Callable[[Any], No
 # -- metrics -------------------------------------------------------------------------------------
 
 
-def _recorder(metrics: Metrics, version: str, call: Call | None) -> Recorder:
+def _recorder(metrics: Metrics, version: str, call: Method | None) -> Recorder:
     """Counts one finished call by the code it ended with (a call the table lacks is refused by
     admission and has no counter of its own)."""
     if call is None:

@@ -15,7 +15,7 @@ import grpc
 
 from pods_api.core.api.pb import podsapi_v1_pb2 as lookup_pb
 from pods_api.core.grpc.requests import parser
-from pods_api.core.grpc.service import Contract, held_list, mask_text, send_bounded, watch_encoding
+from pods_api.core.grpc.service import ServiceName, held_list, mask_text, send_bounded, watch_encoding
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
 from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.query.view import View, parse_view
@@ -60,7 +60,7 @@ class LookupService:
         self._streams = streams
         self._send_timeout = send_timeout
         self._lists = lists or BytesInFlight("gRPC")
-        self._encoding = watch_encoding(Contract.V1ALPHA1, last_state=True)
+        self._encoding = watch_encoding(ServiceName.V1ALPHA1, last_state=True)
 
     async def lookup(self, request: lookup_pb.LookupRequest, context: grpc.aio.ServicerContext) -> bytes:
         view = parse_view(mask_text(context), request.label_selector, request.field_selector)

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
-from pods_api.core.api.status import Internal
+from pods_api.core.api.statuserrors import Internal
 from pods_api.core.policy.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)

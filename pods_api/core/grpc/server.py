@@ -17,7 +17,7 @@ from pods_api.core.grpc import corelog, reflection
 from pods_api.core.grpc import lookup_service as lookup
 from pods_api.core.grpc.interceptors import PodsInterceptor
 from pods_api.core.grpc.requests import parser
-from pods_api.core.grpc.service import Contract, PodsService
+from pods_api.core.grpc.service import PodsService, ServiceName
 from pods_api.core.policy.calls import Calls
 from pods_api.core.policy.connections import MAX_CONNECTIONS_CEILING
 from pods_api.core.store.cache import PodCache
@@ -30,15 +30,15 @@ KEEPALIVE_TIMEOUT = 20.0
 # go on (the grace is unlimited, as in grpc-go), only new calls move to a new connection.
 MAX_CONNECTION_AGE = 3600.0
 # What health and reflection name: every service of the API.
-SERVICES = (*(c.value for c in Contract), lookup.SERVICE)
+SERVICES = (*(c.value for c in ServiceName), lookup.SERVICE)
 
 _REQUESTS = {
-    Contract.V1ALPHA1: (
+    ServiceName.V1ALPHA1: (
         pods_v1alpha1_pb2.ListPodsRequest,
         pods_v1alpha1_pb2.GetPodRequest,
         pods_v1alpha1_pb2.WatchPodsRequest,
     ),
-    Contract.DOCUMENTED: (
+    ServiceName.DOCUMENTED: (
         pods_doc_pb2.PodListRequest,
         pods_doc_pb2.PodGetRequest,
         pods_doc_pb2.PodWatchRequest,
@@ -46,7 +46,7 @@ _REQUESTS = {
 }
 
 
-def _handlers(contract: Contract, service: PodsService, calls: Calls) -> grpc.GenericRpcHandler:
+def _handlers(contract: ServiceName, service: PodsService, calls: Calls) -> grpc.GenericRpcHandler:
     list_req, get_req, watch_req = _REQUESTS[contract]
     # No response serializer: the handlers return wire bytes assembled from cached encodings.
     # Requests parse without raising (core/grpc/requests.py): a bad one is answered as grpc-go does.
@@ -94,7 +94,7 @@ def create_server(core: Core) -> grpc.aio.Server:
         lookup.LookupService(cache, core.streams, core.config.send_timeout, core.grpc_lists)
     )
     _check_table(core.calls, lookup.SERVICE, lookup.METHODS)
-    server.add_generic_rpc_handlers([*(_handlers(c, service, core.calls) for c in Contract), extension])
+    server.add_generic_rpc_handlers([*(_handlers(c, service, core.calls) for c in ServiceName), extension])
     _add_health(server, cache)
     names = [*SERVICES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
     reflection.enable(names, server)

@@ -8,7 +8,7 @@ whole ListPodsResponse is kept per (snapshot, view). Watch is the shared stream 
 this module only says how an event is a frame on each contract.
 
 Rate limit, readiness and metrics are interceptors (core/grpc/interceptors.py), not here; so is
-the status of a call: handlers raise domain errors (core/api/status.py), the interceptor aborts.
+the status of a call: handlers raise domain errors (core/api/statuserrors.py), the interceptor aborts.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import grpc
 
 from pods_api.core.api import kubelet_texts
 from pods_api.core.api.pb import pods_doc_pb2, pods_v1alpha1_pb2
-from pods_api.core.api.status import InvalidArgument, NotFound
+from pods_api.core.api.statuserrors import InvalidArgumentError, NotFoundError
 from pods_api.core.policy.connections import DEFAULT_SEND_TIMEOUT
 from pods_api.core.policy.inflight import BytesInFlight
 from pods_api.core.policy.stall import StallTimer
@@ -30,10 +30,10 @@ from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.slices import joined
 from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.stream import Encoding, WatchStreams
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, TookNothing
 
 log = logging.getLogger(__name__)
@@ -41,18 +41,18 @@ log = logging.getLogger(__name__)
 FIELDMASK_METADATA = "x-kubernetes-fieldmask"
 
 
-class Contract(Enum):
+class ServiceName(Enum):
     V1ALPHA1 = "v1alpha1.Pods"
     DOCUMENTED = "Pods"
 
 
 # The gRPC services that are the kubelet's contract: their refusals carry the kubelet's texts
 # (core/api/kubelet_texts.py).
-KUBELET_SERVICES = frozenset(contract.value for contract in Contract)
+KUBELET_SERVICES = frozenset(contract.value for contract in ServiceName)
 
 
-def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes:
-    if contract is Contract.V1ALPHA1:
+def watch_frame(contract: ServiceName, kind: EventType, pod: bytes | None) -> bytes:
+    if contract is ServiceName.V1ALPHA1:
         return pods_v1alpha1_pb2.WatchPodsEvent(type=kind.name, pod=pod or b"").SerializeToString()
     # PodWatchResponse{pod = 1, type = 2}: two messages' bytes concatenate into one message, and
     # GetPodResponse's field 1 is the same bytes as a Pod at field 1 (no re-parse of the pod).
@@ -60,7 +60,7 @@ def watch_frame(contract: Contract, kind: EventType, pod: bytes | None) -> bytes
     return head + pods_doc_pb2.PodWatchResponse(type=kind.name).SerializeToString()
 
 
-def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
+def watch_encoding(contract: ServiceName, *, last_state: bool = False) -> Encoding:
     """How a watch is written on one contract: the frames the stream caches for it.
 
     A DELETED carries only the pod's identity (`PodVersion.identity`), as the kubelet sends it,
@@ -78,7 +78,9 @@ def watch_encoding(contract: Contract, *, last_state: bool = False) -> Encoding:
     # The name keys the shared frame cache: the two meanings of DELETED must not share frames.
     name = f"grpc {contract.value}{' last-state' if last_state else ''}"
     kubelet = not last_state
-    return Encoding(name, event, synced, kubelet=kubelet, upstream=kubelet and contract is Contract.V1ALPHA1)
+    return Encoding(
+        name, event, synced, kubelet=kubelet, upstream=kubelet and contract is ServiceName.V1ALPHA1
+    )
 
 
 class PodsService:
@@ -95,7 +97,7 @@ class PodsService:
         self._streams = streams
         self._send_timeout = send_timeout
         self._lists = lists or BytesInFlight("gRPC")
-        self._encodings = {contract: watch_encoding(contract) for contract in Contract}
+        self._encodings = {contract: watch_encoding(contract) for contract in ServiceName}
 
     async def list_pods(self, request: object, context: grpc.aio.ServicerContext) -> bytes:
         view = _view(context)
@@ -107,14 +109,14 @@ class PodsService:
         view = _view(context)
         pod = self._cache.get(request.podUID)
         if pod is None:
-            raise NotFound(kubelet_texts.pod_not_found(request.podUID))
+            raise NotFoundError(kubelet_texts.pod_not_found(request.podUID))
         return pod.masked(view).get_response
 
-    def watch_handler(self, contract: Contract) -> Callable[..., Awaitable[None]]:
+    def watch_handler(self, contract: ServiceName) -> Callable[..., Awaitable[None]]:
         encoding = self._encodings[contract]
 
         async def watch_pods(request: object, context: grpc.aio.ServicerContext) -> None:
-            # TooManyWatchers and ServerStopping carry their status (core/api/status.py).
+            # TooManyWatchers and ServerStopping carry their status (core/api/statuserrors.py).
             with self._streams.open(_view(context)) as watch:
                 await send_bounded(context, watch.frames(encoding), self._send_timeout)
 
@@ -189,7 +191,7 @@ def mask_text(context: grpc.aio.ServicerContext) -> str | None:
     if not values:
         return None
     if len(values) > 1:
-        raise InvalidArgument(f"{FIELDMASK_METADATA} must have one value, got {len(values)}")
+        raise InvalidArgumentError(f"{FIELDMASK_METADATA} must have one value, got {len(values)}")
     return values[0] if isinstance(values[0], str) else values[0].decode()
 
 

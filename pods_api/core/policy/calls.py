@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pods_api.core.api import kubelet_texts
-from pods_api.core.api.status import FailedPrecondition, ResourceExhausted, StatusError
+from pods_api.core.api.statuserrors import FailedPrecondition, ResourceExhausted, StatusError
 from pods_api.core.policy.ratelimit import TokenBucket
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.readiness import NOT_SYNCED
@@ -25,7 +25,7 @@ HTTP_API_VERSION = "http"
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class Method:
     """One method of the Pods API, the same on every surface."""
 
     name: str  # the gRPC method name on every Pods service; the HTTP route's name
@@ -38,21 +38,21 @@ class Call:
 class Calls:
     """The calls, and the gRPC services that serve all of them."""
 
-    by_name: Mapping[str, Call]
+    by_name: Mapping[str, Method]
     # gRPC service -> its `server_api_version` label: the kubelet's contract and the documented one.
     services: Mapping[str, str] = field(default_factory=dict)
 
-    def __getitem__(self, name: str) -> Call:
+    def __getitem__(self, name: str) -> Method:
         return self.by_name[name]
 
-    def __iter__(self) -> Iterator[Call]:
+    def __iter__(self) -> Iterator[Method]:
         return iter(self.by_name.values())
 
-    def adding(self, call: Call) -> Calls:
+    def adding(self, call: Method) -> Calls:
         """This table with one more call (served on every surface that registers it)."""
         return Calls({**self.by_name, call.name: call}, self.services)
 
-    def grpc_method(self, path: str) -> tuple[str, Call | None] | None:
+    def grpc_method(self, path: str) -> tuple[str, Method | None] | None:
         """For `/service/Method`: (api version label, the call or None when the table lacks it)
         on a Pods service; None for any other service (health, reflection)."""
         service, _, method = path.lstrip("/").rpartition("/")
@@ -66,12 +66,12 @@ CALLS = Calls(
     {
         # List and Get share one token bucket, as in the kubelet; a watch is long-lived and is
         # capped by --max-watchers instead. Every call waits for readiness: never a partial list.
-        "ListPods": Call("ListPods", limited=True, gated=True, metric="list"),
-        "GetPod": Call("GetPod", limited=True, gated=True, metric="get"),
-        "WatchPods": Call("WatchPods", limited=False, gated=True, metric="watch"),
+        "ListPods": Method("ListPods", limited=True, gated=True, metric="list"),
+        "GetPod": Method("GetPod", limited=True, gated=True, metric="get"),
+        "WatchPods": Method("WatchPods", limited=False, gated=True, metric="watch"),
         # Our extension (podsapi.v1.PodLookup, and the gateway's lookups): an index lookup costs
         # what a Get costs, so it is limited and gated like one.
-        "Lookup": Call("Lookup", limited=True, gated=True, metric="lookup"),
+        "Lookup": Method("Lookup", limited=True, gated=True, metric="lookup"),
     },
     # podsapi.v1.PodLookup's ListPods and WatchPods (with selectors) are the same calls as the
     # kubelet's, counted under their own api version label.
@@ -94,7 +94,7 @@ KUBELET_TEXTS = RefusalTexts(kubelet_texts.RATE_LIMITED, kubelet_texts.INITIALIZ
 
 
 def refusal(
-    call: Call, limiter: TokenBucket | None, cache: PodCache, texts: RefusalTexts = OUR_TEXTS
+    call: Method, limiter: TokenBucket | None, cache: PodCache, texts: RefusalTexts = OUR_TEXTS
 ) -> StatusError | None:
     """Why `call` may not run now, or None. The rate limit is checked first, as the kubelet's
     interceptor runs before its handler's readiness check: a client hammering a server that is

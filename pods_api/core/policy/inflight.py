@@ -1,7 +1,7 @@
 """The bytes of List responses on their way to clients, budgeted per surface.
 
 A List's body is assembled whole and held until its client has taken it: over HTTP until the
-last slice is written (gateway/body.py), over gRPC until grpc has sent the message. A client
+last slice is written (gateway/http/body.py), over gRPC until grpc has sent the message. A client
 that asks and never reads holds it as long as it stays connected, and every distinct view (a
 selector, a mask) is a body of its own: 30 such clients over 10,000 pods held 1.1 GB.
 So each surface counts the bodies it is sending, each once however many clients share it (it
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pods_api.core.api.status import ResourceExhausted
+from pods_api.core.api.statuserrors import ResourceExhausted
 
 MIB = 1024 * 1024
 # Per surface: a 10,000-pod node's whole List is ~33 MB, so three distinct views of it (or any

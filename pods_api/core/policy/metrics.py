@@ -12,7 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from pods_api.core.api.status import Code
+from pods_api.core.api.statuserrors import Code
 from pods_api.core.policy.calls import Calls
 from pods_api.core.store.cache import OverlaySink, PodCache, SourceSink
 from pods_api.core.store.watch import Overflow

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.api.schema import Field, MessageSchema, pod_schema
-from pods_api.core.api.status import ECHO_LIMIT, InvalidArgument, quote
+from pods_api.core.api.statuserrors import ECHO_LIMIT, InvalidArgumentError, quote
 
 # A mask travels in one gRPC metadata value (grpc's default limit for all metadata is 8 KiB);
 # selecting Pod fields never needs more than a few hundred characters.
@@ -34,7 +34,7 @@ IDENTITY_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid")
 _COMPILED_MASKS = 256
 
 
-class FieldMaskError(InvalidArgument, ValueError):
+class FieldMaskError(InvalidArgumentError, ValueError):
     """An invalid mask: names the path and, for unknown names, the nearest valid ones."""
 
 

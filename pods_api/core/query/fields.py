@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.limits import check_length, check_requirements
 
 FieldGetter = Callable[[Mapping[str, Any]], str]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.limits import MAX_VALUES, check_length, check_requirements
 
 # Go's int64, for `>` and `<` values (strconv.ParseInt(v, 10, 64)).

@@ -7,7 +7,7 @@ are a few requirements of a few values each."""
 
 from __future__ import annotations
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 
 # Characters in one selector (labelSelector or fieldSelector): a few hundred requirements'
 # worth, parsed in ~5 ms.

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.fields import FieldSelector, parse_fields
 from pods_api.core.query.labels import LabelSelector, parse_labels
 

@@ -18,7 +18,7 @@ from pods_api.core.query.fieldmask import FieldMask, parse_mask
 from pods_api.core.query.selector import parse_selector
 
 
-class Selector(Protocol):
+class Selects(Protocol):
     """Decides whether a pod is in a view, from the pod's Kubernetes JSON (what `kubectl get -o
     json` prints, Go's zero values included). `key` is the selector's canonical text: two
     selectors that select the same way have the same key, a key names one selection only, and
@@ -51,7 +51,7 @@ class View:
     earlier one cached."""
 
     mask: FieldMask | None = None
-    selector: Selector | None = None
+    selector: Selects | None = None
     # Made once: every frame-cache lookup of every watcher uses it.
     key: str = field(init=False)
 
@@ -107,5 +107,5 @@ _SELECTORS_KEPT = 256
 
 
 @lru_cache(maxsize=_SELECTORS_KEPT)
-def _selector(label_selector: str, field_selector: str) -> Selector:
+def _selector(label_selector: str, field_selector: str) -> Selects:
     return parse_selector(label_selector, field_selector)

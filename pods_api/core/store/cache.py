@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pods_api.core.api.codec import CodecError
-from pods_api.core.store.events import NodeEvents, Observation
 from pods_api.core.store.identity import IdentityPolicy, Overlay, Served
 from pods_api.core.store.index import (
     BY_CONTAINER_ID,
@@ -40,9 +39,10 @@ from pods_api.core.store.index import (
     Index,
     default_indexes,
 )
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.observations import NodeEvents, Observation
 from pods_api.core.store.readiness import Gate, Readiness
 from pods_api.core.store.snapshot import Snapshot
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, PodEvent, Told, Watcher, WatchHub
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class _Sink(Gate):
             self._cache.warnings.pop(self.name, None)
 
     def observe(self, seen: Observation) -> None:
-        """Something the node saw happen to a served pod's container (core/store/events.py)."""
+        """Something the node saw happen to a served pod's container (core/store/observations.py)."""
         self._check_thread()
         self._cache.events.record(seen)
 

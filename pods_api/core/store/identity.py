@@ -125,9 +125,9 @@ from enum import Enum
 from typing import Any
 
 # The two annotations are the policy's, defined beside the Facts that keep them with a version.
-from pods_api.core.store.pod import CONFIG_SOURCE as CONFIG_SOURCE
-from pods_api.core.store.pod import MIRROR_ANNOTATION as MIRROR_ANNOTATION
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import CONFIG_SOURCE as CONFIG_SOURCE
+from pods_api.core.store.version import MIRROR_ANNOTATION as MIRROR_ANNOTATION
+from pods_api.core.store.version import PodVersion
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ CONFIG_HASH = "kubernetes.io/config.hash"
 STATIC_CONFIG_SOURCES = frozenset({"file", "http"})
 
 
-class Kind(Enum):
+class IdentityKind(Enum):
     CONFIGURED = "configured"
     MIRROR = "mirror"
     REPORTED = "reported"
@@ -144,7 +144,7 @@ class Kind(Enum):
     PLAIN = "plain"
 
 
-_REPORTS = (Kind.MIRROR, Kind.REPORTED, Kind.RUNTIME)
+_REPORTS = (IdentityKind.MIRROR, IdentityKind.REPORTED, IdentityKind.RUNTIME)
 
 
 class Layer(Enum):
@@ -187,7 +187,7 @@ class Contribution:
     """One source's pod for a served UID. `order` counts claims: lower claimed first.
     `configured`: the source is a static pod config source (its pods are static pods as their
     manifests make them). `runtime`: the pod only says which uid the container runtime runs a
-    static pod under (see Kind.RUNTIME)."""
+    static pod under (see IdentityKind.RUNTIME)."""
 
     source: str
     pod: PodVersion
@@ -330,7 +330,7 @@ class IdentityPolicy:
 
     def expect_runtime(self, wait: float) -> list[str]:
         """A container runtime reports which uid the kubelet runs each static pod under
-        (Kind.RUNTIME): from now on a static pod it has not shown is held back, for at most
+        (IdentityKind.RUNTIME): from now on a static pod it has not shown is held back, for at most
         `wait` seconds ("Held back" in the module docstring). Returns the served UIDs to settle."""
         self.runtime_wait = wait
         touched: dict[str, None] = {}
@@ -492,11 +492,11 @@ class IdentityPolicy:
         return pod.uid
 
     def _settle_with_runtime(
-        self, group: Sequence[Contribution], kinds: Sequence[Kind], part: list[int], uids: list[str]
+        self, group: Sequence[Contribution], kinds: Sequence[IdentityKind], part: list[int], uids: list[str]
     ) -> None:
         """`_settle_identity` where a runtime reports static pods (`runtime_wait` is set), for
         a part with a configured pod ("Held back" in the module docstring)."""
-        configured = [i for i in part if kinds[i] is Kind.CONFIGURED]
+        configured = [i for i in part if kinds[i] is IdentityKind.CONFIGURED]
         keys = {i: (group[i].source, group[i].pod.uid) for i in configured}
         static = (group[part[0]].pod.namespace, group[part[0]].pod.name)
         bindings = self._bindings.get(static, {})
@@ -506,20 +506,25 @@ class IdentityPolicy:
                 uids[i] = bindings[keys[i]]
                 kept.add(uids[i])
         live = [i for i in configured if keys[i] not in self._retired]
-        rest = [i for i in part if kinds[i] is not Kind.CONFIGURED and uids[i] not in kept]
+        rest = [i for i in part if kinds[i] is not IdentityKind.CONFIGURED and uids[i] not in kept]
         if not live:
             _settle_identity(group, kinds, rest, uids)
             return
         anchor, others = live[0], {group[i].pod.uid for i in live[1:]}
         key, own = keys[anchor], group[anchor].pod.uid
-        runtime = [uids[i] for i in rest if kinds[i] is Kind.RUNTIME]
+        runtime = [uids[i] for i in rest if kinds[i] is IdentityKind.RUNTIME]
         if runtime and self._bound_to.get(runtime[0], key) == key:
             self._bind(static, key, runtime[0])  # a uid the runtime runs that no other content has
         uid = self._bindings.get(static, {}).get(key)
         if uid is None:
             # A report agreeing with the manifest's uid first, then the kubelet's view, then
             # the mirrors, of uids no other content has.
-            said = [uids[i] for kind in (Kind.REPORTED, Kind.MIRROR) for i in rest if kinds[i] is kind]
+            said = [
+                uids[i]
+                for kind in (IdentityKind.REPORTED, IdentityKind.MIRROR)
+                for i in rest
+                if kinds[i] is kind
+            ]
             said = [u for u in said if u not in others and self._bound_to.get(u, key) == key]
             said.sort(key=lambda u: u != own)
             uid = said[0] if said else self._held_or_own(group[anchor], key)
@@ -533,23 +538,23 @@ class IdentityPolicy:
 
     # -- the rules ------------------------------------------------------------------------------
 
-    def kind(self, contribution: Contribution) -> Kind:
+    def kind(self, contribution: Contribution) -> IdentityKind:
         if contribution.runtime:
-            return Kind.RUNTIME
+            return IdentityKind.RUNTIME
         if not self.mirror_pods:
-            return Kind.PLAIN
+            return IdentityKind.PLAIN
         if self.mirror_of(contribution.pod) is not None:
-            return Kind.MIRROR
+            return IdentityKind.MIRROR
         if contribution.configured:
-            return Kind.CONFIGURED
+            return IdentityKind.CONFIGURED
         if _annotations(contribution.pod).get(CONFIG_SOURCE) in STATIC_CONFIG_SOURCES:
-            return Kind.REPORTED
-        return Kind.PLAIN
+            return IdentityKind.REPORTED
+        return IdentityKind.PLAIN
 
     def static_pod(self, contribution: Contribution) -> tuple[str, str] | None:
         """The (namespace, name) that matches a static pod with its reports; None for a plain
         pod, whose uid alone is its identity."""
-        if not self.mirror_pods or self.kind(contribution) is Kind.PLAIN:
+        if not self.mirror_pods or self.kind(contribution) is IdentityKind.PLAIN:
             return None
         return contribution.pod.namespace, contribution.pod.name
 
@@ -575,14 +580,14 @@ class IdentityPolicy:
         kinds = [self.kind(c) for c in group]
         sources = [_config_source(c.pod) for c in group]
         in_order = sorted(range(len(group)), key=lambda i: group[i].order)
-        unsaid = next((sources[i] for i in in_order if kinds[i] is Kind.CONFIGURED), None) or next(
-            (sources[i] for i in in_order if kinds[i] is Kind.REPORTED), None
+        unsaid = next((sources[i] for i in in_order if kinds[i] is IdentityKind.CONFIGURED), None) or next(
+            (sources[i] for i in in_order if kinds[i] is IdentityKind.REPORTED), None
         )
         parts: dict[str | None, list[int]] = {}
         for i in in_order:
             parts.setdefault(sources[i] or unsaid, []).append(i)
         for part in parts.values():
-            if self.runtime_wait is not None and any(kinds[i] is Kind.CONFIGURED for i in part):
+            if self.runtime_wait is not None and any(kinds[i] is IdentityKind.CONFIGURED for i in part):
                 self._settle_with_runtime(group, kinds, part, uids)
             else:
                 _settle_identity(group, kinds, part, uids)
@@ -593,14 +598,14 @@ class IdentityPolicy:
     ) -> Served | None:
         """The pod served under `uid`, or None when no source owns or reports it."""
         # The runtime's word says under which uid, nothing about the pod: never merged.
-        pairs = [(c, k) for c in contributions if (k := self.kind(c)) is not Kind.RUNTIME]
-        configured = any(k is Kind.CONFIGURED for _, k in pairs)
+        pairs = [(c, k) for c in contributions if (k := self.kind(c)) is not IdentityKind.RUNTIME]
+        configured = any(k is IdentityKind.CONFIGURED for _, k in pairs)
         # With a configured pod, the kubelet's view is a report of it; without, a pod it owns.
-        reporting = _REPORTS if configured else (Kind.MIRROR,)
+        reporting = _REPORTS if configured else (IdentityKind.MIRROR,)
         owners = sorted((c for c, k in pairs if k not in reporting), key=lambda c: c.order)
         reports = sorted(
             (c for c, k in pairs if k in reporting),
-            key=lambda c: (self.identity(c.pod) != uid, self.kind(c) is not Kind.REPORTED, c.order),
+            key=lambda c: (self.identity(c.pod) != uid, self.kind(c) is not IdentityKind.REPORTED, c.order),
         )
         if owners:
             base, owner = owners[0], owners[0].source
@@ -629,19 +634,19 @@ class IdentityPolicy:
 
 
 def _settle_identity(
-    group: Sequence[Contribution], kinds: Sequence[Kind], part: list[int], uids: list[str]
+    group: Sequence[Contribution], kinds: Sequence[IdentityKind], part: list[int], uids: list[str]
 ) -> None:
     """Decide, in `uids`, the served uid of one static pod's contributions (`part`: indexes
     into `group`, in claim order, all of one config source)."""
 
-    def of(kind: Kind) -> list[int]:
+    def of(kind: IdentityKind) -> list[int]:
         return [i for i in part if kinds[i] is kind]
 
     configured, runtime, reported, mirrors = (
-        of(Kind.CONFIGURED),
-        of(Kind.RUNTIME),
-        of(Kind.REPORTED),
-        of(Kind.MIRROR),
+        of(IdentityKind.CONFIGURED),
+        of(IdentityKind.RUNTIME),
+        of(IdentityKind.REPORTED),
+        of(IdentityKind.MIRROR),
     )
     reports = [*mirrors, *reported, *runtime]
     if configured:

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pods_api.core.api.status import InvalidArgument
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.api.statuserrors import InvalidArgumentError
+from pods_api.core.store.version import PodVersion
 
 BY_NAME = "namespace/name"
 BY_CONTAINER_ID = "containerID"
@@ -37,7 +37,7 @@ MIN_PREFIX = 12
 MAX_CANDIDATES_SHOWN = 10
 
 
-class InvalidLookup(InvalidArgument, ValueError):
+class InvalidLookup(InvalidArgumentError, ValueError):
     """A lookup value that cannot be answered: malformed, too short, or ambiguous. Every surface
     answers it with INVALID_ARGUMENT."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pods_api.core.api.status import InvalidArgument
+from pods_api.core.api.statuserrors import InvalidArgumentError
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.index import BY_CONTAINER_ID, BY_NAME, BY_POD_IP, Hit, InvalidLookup
@@ -45,7 +45,7 @@ class LookupKey:
         ]
         if len(given) != 1:
             names = ", ".join(param for param, _, _ in given) or "none"
-            raise InvalidArgument(
+            raise InvalidArgumentError(
                 f"a lookup takes exactly one of {CONTAINER_ID}, {POD_IP} or namespace and {NAME}; got {names}"
             )
         return given[0]

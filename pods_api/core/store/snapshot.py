@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pods_api.core.store.lru import LRU
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 
 T = TypeVar("T")
 

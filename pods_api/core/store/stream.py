@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.lru import LRU
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.snapshot import Snapshot
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, PodEvent, Watcher
 
 # Frames kept for reuse across watchers, per (event, encoding, view): enough for a burst of

@@ -49,12 +49,13 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum, IntEnum
+from enum import Enum
 
 from pods_api.core.api import kubelet_texts
-from pods_api.core.api.status import Code, ResourceExhausted, StatusError
+from pods_api.core.api.eventtype import EventType as EventType  # its home; published with the watch
+from pods_api.core.api.statuserrors import Code, ResourceExhausted, StatusError
 from pods_api.core.policy.throttled_log import ThrottledLog
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,6 @@ class Overflow(Enum):
 
     COALESCE = "coalesce"
     DROP = "drop"
-
-
-class EventType(IntEnum):
-    """Values are the kubelet's v1alpha1.EventType numbers as released in k8s.io/kubelet; its
-    UNSPECIFIED (0) is never published."""
-
-    ADDED = 1
-    MODIFIED = 2
-    DELETED = 3
-    INITIAL_SYNC_COMPLETE = 4
 
 
 @dataclass(frozen=True, slots=True)

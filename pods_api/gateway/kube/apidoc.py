@@ -1,5 +1,5 @@
 """What the Kubernetes routes answer in the OpenAPI document, a meta/v1 Status for every error
-(their parameters are declared with their readers, in gateway/kube/params.py)."""
+(their parameters are declared with their readers, in gateway/kube/listoptions.py)."""
 
 from __future__ import annotations
 

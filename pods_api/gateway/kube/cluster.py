@@ -21,10 +21,10 @@ from starlette.responses import Response
 
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
-from pods_api.gateway import formats
+from pods_api.gateway.http import formats
+from pods_api.gateway.kube import listoptions
 from pods_api.gateway.kube import objects as kubeobjects
-from pods_api.gateway.kube import params
-from pods_api.gateway.kube.errors import KubeError
+from pods_api.gateway.kube.apistatus import KubeError
 
 # The columns kubectl's printers give these kinds (k8s.io/kubernetes pkg/printers/internalversion).
 _NAMESPACE_COLUMNS = (("Name", "name"), ("Status", "string"), ("Age", "string"))
@@ -101,19 +101,21 @@ def _answer(
     columns: Any,
     one: bool,
 ) -> Response:
-    media = params.accepted(request)
-    if media in params.TABLES:
+    media = listoptions.accepted(request)
+    if media in listoptions.TABLES:
         rows = [(o, cells(o)) for o in objects]
-        return Response(_table(columns, rows, revision, params.table_version(media)), media_type=formats.JSON)
+        return Response(
+            _table(columns, rows, revision, listoptions.table_version(media)), media_type=formats.JSON
+        )
     if one:
-        return params.render(request, objects[0], media)
+        return listoptions.render(request, objects[0], media)
     listed = {
         "kind": f"{kind}List",
         "apiVersion": "v1",
         "metadata": {"resourceVersion": str(revision)},
         "items": objects,
     }
-    return params.render(request, listed, media)
+    return listoptions.render(request, listed, media)
 
 
 def _namespace_cells(obj: dict[str, Any]) -> list[str]:

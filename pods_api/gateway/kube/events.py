@@ -1,5 +1,5 @@
 """`GET /api/v1[/namespaces/{ns}]/events`: what this node observed happen to its pods'
-containers (core/store/events.py) as core/v1 Events, for `kubectl describe pod`, which asks by
+containers (core/store/observations.py) as core/v1 Events, for `kubectl describe pod`, which asks by
 `fieldSelector=involvedObject.name=…,involvedObject.namespace=…,involvedObject.uid=…`.
 
 Each names pods-api as its source (`source.component`, `reportingComponent`) and the node as
@@ -16,13 +16,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api.core.api.codec import format_time
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.assembly import Core
 from pods_api.core.query.fields import EVENT_FIELDS, parse_fields
-from pods_api.core.store.events import NodeEvent
-from pods_api.gateway import formats
-from pods_api.gateway.kube import params
-from pods_api.gateway.kube.errors import bad_request
+from pods_api.core.store.observations import NodeEvent
+from pods_api.gateway.http import formats
+from pods_api.gateway.kube import listoptions
+from pods_api.gateway.kube.apistatus import bad_request
 
 # Who reports these events: pods-api, observing the runtime, never the kubelet.
 COMPONENT = "pods-api"
@@ -82,6 +82,6 @@ async def events(core: Core, request: Request, namespace: str | None) -> Respons
         "metadata": {"resourceVersion": str(core.cache.snapshot().revision)},
         "items": items,
     }
-    media = params.accepted(request)
+    media = listoptions.accepted(request)
     # No Table for events (they are not in discovery): the list, which every client accepts too.
-    return params.render(request, listed, formats.JSON if media in params.TABLES else media)
+    return listoptions.render(request, listed, formats.JSON if media in listoptions.TABLES else media)

@@ -20,13 +20,13 @@ from starlette.responses import Response
 
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.snapshot import Snapshot
-from pods_api.gateway import formats
-from pods_api.gateway.body import SharedBody
+from pods_api.core.store.version import PodVersion
+from pods_api.gateway.http import formats
+from pods_api.gateway.http.body import SharedBody
+from pods_api.gateway.kube import listoptions
 from pods_api.gateway.kube import objects as kubeobjects
-from pods_api.gateway.kube import params
-from pods_api.gateway.kube.errors import bad_request, expired, too_large
+from pods_api.gateway.kube.apistatus import bad_request, expired, too_large
 
 # How many snapshots a continue token or an Exact resourceVersion can name: a few pages' worth
 # of lists in flight, each holding its snapshot's pods alive until it drops out.
@@ -43,10 +43,10 @@ class Lists:
         self.snapshots: OrderedDict[int, Snapshot] = OrderedDict()
 
     async def respond(self, request: Request, namespace: str | None) -> Response:
-        media, view = params.accepted(request), params.view(request, namespace)
-        include = params.include(request) if media in params.TABLES else "Metadata"
-        limit = params.count(request, "limit") or 0
-        params.validate(request)
+        media, view = listoptions.accepted(request), listoptions.view(request, namespace)
+        include = listoptions.include(request) if media in listoptions.TABLES else "Metadata"
+        limit = listoptions.count(request, "limit") or 0
+        listoptions.validate(request)
         self.core.http_lists.check()
         snapshot, start = self.snapshot(request, request.query_params.get("continue"), limit)
         chosen, remaining = kubeobjects.page(await kubeobjects.key_ordered(snapshot, view), start, limit)
@@ -57,11 +57,11 @@ class Lists:
             # How many of the rest a selector would pass is not known without reading them
             # all: the API server leaves the count out then (storage.PrepareContinueToken).
             remaining = 0
-        if media in params.TABLES:
+        if media in listoptions.TABLES:
             # Its AGE cells are the time of the call: one Table per second serves every call of
             # that second (kubectl's ages count whole seconds at the finest). Nothing per pod is
             # made for a call the memo answers.
-            version = params.table_version(media)
+            version = listoptions.table_version(media)
             key = ("kube-table", version, view.key, include, start, limit, int(time.time()))
             body = snapshot.memo(
                 key,
@@ -75,14 +75,14 @@ class Lists:
                 ),
             )
             return SharedBody(body, media_type=formats.JSON, lists=self.core.http_lists)
-        if media == formats.JSON and not params.flag(request, "pretty"):
+        if media == formats.JSON and not listoptions.flag(request, "pretty"):
             return SharedBody(
                 await self._json(snapshot, view, start, limit, chosen, token, remaining),
                 media_type=formats.JSON,
                 lists=self.core.http_lists,
             )
         listed = kubeobjects.list_object(snapshot.revision, chosen, token, remaining)
-        return params.render(request, listed, media)
+        return listoptions.render(request, listed, media)
 
     @staticmethod
     async def _json(
@@ -106,12 +106,12 @@ class Lists:
         "" most recent; "0" any (the most recent); N at least N (NotOlderThan, the default
         without a limit); N exactly N (Exact, or the default with a limit); a continue token the
         snapshot it came from."""
-        revision, match = params.revision(request), params.revision_match(request)
+        revision, match = listoptions.revision(request), listoptions.revision_match(request)
         if token:
             if revision:  # storage.ValidateListOptions: "0" may go with a continue token
                 raise bad_request("specifying resource version is not allowed when using continue")
             return self._continued(token)
-        exact = match == params.EXACT or (not match and limit > 0)
+        exact = match == listoptions.EXACT or (not match and limit > 0)
         return self._at(revision, exact), None
 
     def _continued(self, token: str) -> tuple[Snapshot, Start]:

@@ -36,10 +36,10 @@ from pods_api.core.api.table import (
     table_json,
 )
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import Masked, PodVersion
 from pods_api.core.store.slices import collected, joined
 from pods_api.core.store.snapshot import Snapshot
-from pods_api.gateway.kube.errors import bad_request
+from pods_api.core.store.version import Masked, PodVersion
+from pods_api.gateway.kube.apistatus import bad_request
 
 # The ObjectMeta fields Go writes before resourceVersion (ObjectMeta field order): all plain
 # strings, so the cached JSON's bytes up to resourceVersion are these keys' own encoding.

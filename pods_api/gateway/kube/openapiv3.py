@@ -22,8 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pods_api import __version__
-from pods_api.gateway import formats, podschema
-from pods_api.gateway.kube.errors import KubeError
+from pods_api.gateway import podschema
+from pods_api.gateway.http import formats
+from pods_api.gateway.kube.apistatus import KubeError
 
 GROUP_VERSION = "api/v1"
 # The API server's extension: which kinds a schema is the object of.

@@ -22,10 +22,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.gateway import formats
-from pods_api.gateway.kube import errors as kubeerrors
+from pods_api.gateway.http import formats
+from pods_api.gateway.kube import apistatus as kubeerrors
 from pods_api.gateway.kube import objects as kubeobjects
-from pods_api.gateway.kube.errors import bad_request
+from pods_api.gateway.kube.apistatus import bad_request
 
 ACCESS_REVIEW = "SelfSubjectAccessReview"
 RULES_REVIEW = "SelfSubjectRulesReview"

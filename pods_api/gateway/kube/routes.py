@@ -15,11 +15,11 @@ author already has (kubectl, client-go informers, the `kubernetes` Python client
 
 List, Get and Watch are the call table's ListPods, GetPod and WatchPods: the same rate limit,
 readiness and metrics as every other surface; their errors are Kubernetes Status objects
-(gateway/kube/errors.py). Anything else under /api and /apis is a Status 404, or 405 for a
+(gateway/kube/apistatus.py). Anything else under /api and /apis is a Status 404, or 405 for a
 write to the pods. resourceVersions are pods-api's revisions (gateway/kube/objects.py).
 
 This module declares the routes and answers discovery and Get; List is gateway/kube/lists.py,
-Watch gateway/kube/watching.py, the parameters gateway/kube/params.py, and what the OpenAPI
+Watch gateway/kube/watching.py, the parameters gateway/kube/listoptions.py, and what the OpenAPI
 document says of them gateway/kube/apidoc.py.
 
 Content negotiation as the API server does it, in the client's order: JSON, YAML, and the
@@ -39,25 +39,25 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.status import StatusError
+from pods_api.core.api.statuserrors import StatusError
 from pods_api.core.assembly import Core
-from pods_api.gateway import formats
-from pods_api.gateway.admission import GET, LIST, WATCH, Call, named
-from pods_api.gateway.kube import errors as kubeerrors
+from pods_api.gateway.http import formats
+from pods_api.gateway.http.admission import GET, LIST, WATCH, Call, named
+from pods_api.gateway.http.params import Args
+from pods_api.gateway.http.router import CallRoute, Surface
+from pods_api.gateway.kube import apistatus as kubeerrors
 from pods_api.gateway.kube import events as kubeevents
+from pods_api.gateway.kube import listoptions, openapiv3, reviews, watching
 from pods_api.gateway.kube import objects as kubeobjects
-from pods_api.gateway.kube import openapiv3, params, reviews, watching
 from pods_api.gateway.kube.apidoc import (
     DISCOVERY_RESPONSES,
     GET_RESPONSES,
     LIST_RESPONSES,
     WATCH_RESPONSES,
 )
+from pods_api.gateway.kube.apistatus import KubeError, from_status, not_found
 from pods_api.gateway.kube.cluster import ClusterRoutes
-from pods_api.gateway.kube.errors import KubeError, from_status, not_found
 from pods_api.gateway.kube.lists import Lists
-from pods_api.gateway.params import Args
-from pods_api.gateway.router import CallRoute, Surface
 
 _WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _EVERY_METHOD = ["GET", "HEAD", *_WRITE_METHODS, "OPTIONS"]
@@ -81,7 +81,7 @@ def list_call(request: Request, args: Args) -> Call:
     """List or Watch, by `watch` read as the API server reads it (a bad value: a List, whose
     reading of its options answers 400)."""
     try:
-        watch = params.flag(request, "watch")
+        watch = listoptions.flag(request, "watch")
     except KubeError:
         return Call(LIST)
     return Call(WATCH if watch else LIST)
@@ -89,7 +89,7 @@ def list_call(request: Request, args: Args) -> Call:
 
 class KubeRoutes:
     """The Kubernetes view of one core: `declare(app)` declares its routes in FastAPI, and
-    `calls()` its List, Watch and Get as call routes (gateway/router.py)."""
+    `calls()` its List, Watch and Get as call routes (gateway/http/router.py)."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -156,7 +156,7 @@ class KubeRoutes:
             route(f"{prefix}/{{rest:path}}", elsewhere, methods=_EVERY_METHOD, include_in_schema=False)
 
     def calls(self) -> list[CallRoute]:
-        lists: dict[str, Any] = {"params": params.LIST_PARAMS, "responses": LIST_RESPONSES}
+        lists: dict[str, Any] = {"params": listoptions.LIST_PARAMS, "responses": LIST_RESPONSES}
         common: dict[str, Any] = {"surface": SURFACE, "checks_parameters": False, "tags": _TAGS}
         return [
             CallRoute(
@@ -197,7 +197,7 @@ class KubeRoutes:
         """The deprecated watch paths (apiserver endpoints/installer.go MethodWatchList and
         MethodWatch): a watch whatever `watch` says, though validated as a list without it."""
         watches: dict[str, Any] = {
-            "params": params.LIST_PARAMS,
+            "params": listoptions.LIST_PARAMS,
             "responses": WATCH_RESPONSES,
             "deprecated": True,
         }
@@ -269,19 +269,19 @@ class KubeRoutes:
         return await self.lists.respond(request, namespace)
 
     async def get_pod(self, request: Request, call: Call, args: Args, namespace: str, name: str) -> Response:
-        media = params.accepted(request)
+        media = listoptions.accepted(request)
         hits = self.core.cache.by_name(namespace, name)
         if not hits:
             raise not_found(name)
         pod = hits[0].pod
-        if media in params.TABLES:
-            version = params.table_version(media)
-            include = params.include(request)
+        if media in listoptions.TABLES:
+            version = listoptions.table_version(media)
+            include = listoptions.include(request)
             body = kubeobjects.table([(pod, pod.revision)], pod.revision, include, group_version=version)
             return Response(body, media_type=formats.JSON)
-        if media == formats.JSON and not params.flag(request, "pretty"):
+        if media == formats.JSON and not listoptions.flag(request, "pretty"):
             return Response(kubeobjects.pod_bytes(pod, pod.revision), media_type=formats.JSON)
-        return params.render(request, kubeobjects.pod_object(pod, pod.revision), media)
+        return listoptions.render(request, kubeobjects.pod_object(pod, pod.revision), media)
 
     async def all_events(self, request: Request) -> Response:
         """What this node observed of its containers (gateway/kube/events.py)."""

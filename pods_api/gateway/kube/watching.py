@@ -24,19 +24,19 @@ from collections.abc import AsyncIterator, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.status import StatusError
+from pods_api.core.api.statuserrors import StatusError
 from pods_api.core.api.table import IncludeObject
 from pods_api.core.assembly import Core
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, Watch
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, TookNothing, WatchEnded
-from pods_api.gateway import formats
-from pods_api.gateway.admission import Call
-from pods_api.gateway.kube import params
-from pods_api.gateway.kube.errors import expired, from_status, too_large
+from pods_api.gateway.http import formats
+from pods_api.gateway.http.admission import Call
+from pods_api.gateway.http.watchbody import WatchBody, Wording
+from pods_api.gateway.kube import listoptions
+from pods_api.gateway.kube.apistatus import expired, from_status, too_large
 from pods_api.gateway.kube.objects import COLUMNS, COLUMNS_NULL, bookmark, error_event, pod_bytes, table
-from pods_api.gateway.watchbody import WatchBody, Wording
 
 # A watch without timeoutSeconds ends after a random time in [1800, 3600) s, as the API server's
 # --min-request-timeout (1800) spreads its watches, so a fleet of clients does not re-list at once.
@@ -96,7 +96,7 @@ async def events(
     headers_first: bool = False,
 ) -> AsyncIterator[bytes]:
     """The watch's frames, ending after `seconds`; raises WatchEnded when the watch ends (the
-    one watch body says it: gateway/watchbody.py). With `bookmarks`, a BOOKMARK with the current
+    one watch body says it: gateway/http/watchbody.py). With `bookmarks`, a BOOKMARK with the current
     revision whenever that many seconds pass without a frame."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
@@ -141,7 +141,7 @@ def _ended(exc: StatusError) -> bytes:
     return b""
 
 
-# What the one watch body (gateway/watchbody.py) says of a Kubernetes watch besides its events.
+# What the one watch body (gateway/http/watchbody.py) says of a Kubernetes watch besides its events.
 WORDING = Wording(media_type=formats.JSON, ended=_ended)
 
 
@@ -150,12 +150,12 @@ def respond(
 ) -> Response:
     """The watch a request asks for, from where its resourceVersion and sendInitialEvents say;
     of one pod by `name` (the deprecated /api/v1/watch/namespaces/{ns}/pods/{name})."""
-    view, media = params.view(request, namespace, name), params.accepted(request)
-    revision = params.revision(request)
-    initial = params.flag(request, "sendInitialEvents")
-    bookmarks = params.flag(request, "allowWatchBookmarks") or False
-    timeout = params.count(request, "timeoutSeconds")
-    params.validate(request)
+    view, media = listoptions.view(request, namespace, name), listoptions.accepted(request)
+    revision = listoptions.revision(request)
+    initial = listoptions.flag(request, "sendInitialEvents")
+    bookmarks = listoptions.flag(request, "allowWatchBookmarks") or False
+    timeout = listoptions.count(request, "timeoutSeconds")
+    listoptions.validate(request)
     current = core.cache.revision
     if revision and revision > current:
         raise too_large(revision, current)
@@ -169,8 +169,8 @@ def respond(
     # The end of the initial events is a BOOKMARK: only to a client that takes bookmarks
     # (apiserver's cacher, as it decides whether to send that bookmark).
     encoding = INITIAL_EVENTS if initial and bookmarks else JSON
-    if media in params.TABLES:
-        encoding = table_encoding(params.include(request), params.table_version(media))
+    if media in listoptions.TABLES:
+        encoding = table_encoding(listoptions.include(request), listoptions.table_version(media))
     # TooManyWatchers and ServerStopping are refusals the view answers as Status errors.
     watch = core.streams.open(view, since)
     frames = events(
@@ -179,7 +179,7 @@ def respond(
         seconds=float(timeout) if timeout else default_timeout(),
         bookmarks=core.config.heartbeat if bookmarks else None,
         revision=lambda: core.cache.revision,
-        headers_first=media in params.TABLES,
+        headers_first=media in listoptions.TABLES,
     )
     return WatchBody(frames, WORDING, call, send_timeout=core.config.send_timeout, watch=watch)
 

@@ -12,8 +12,8 @@ can open needs (core/policy/connections.py says why each limit and what value):
   is read, or aborted LINGER seconds later if it never is;
 - a response whose client takes nothing for the send timeout is dropped with its connection,
   and what the connection still buffers of it with it: a large List's slice that waits that
-  long (`ConnectionHooks.drop`, for gateway/body.py), or a complete response left unread in the buffer (one
-  that goes whole), so a client that asks and never reads holds nothing for long;
+  long (`ConnectionHooks.drop`, for gateway/http/body.py), or a complete response left unread
+  in the buffer (one that goes whole), so a client that asks and never reads holds nothing for long;
 - the writes of one loop iteration leave in one system call (`JoinedWrites`): a response's head
   and body, or the SSE frames queued for one watcher, instead of one each;
 - a request whose body turns out malformed (a bad chunk) while the app is answering it ends
@@ -41,7 +41,7 @@ from pods_api.core.policy.connections import (
     MAX_CONNECTIONS_CEILING,
 )
 from pods_api.core.policy.throttled_log import ThrottledLog
-from pods_api.gateway.errors import Code, error_body
+from pods_api.gateway.http.errors import Code, error_body
 from pods_api.gateway.server.hooks import offer
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pods_api.core.store.events import NORMAL, Involved, Observation
+from pods_api.core.store.observations import NORMAL, Involved, Observation
 from pods_api.sources.cri.status import EPHEMERAL, INIT, Container, Sandbox
 
 # The kubelet's reasons (pkg/kubelet/events: CreatedContainer, StartedContainer).

@@ -48,9 +48,9 @@ import orjson
 
 from pods_api.core.api.codec import CodecError
 from pods_api.core.store.cache import SourceSink
-from pods_api.core.store.events import Observation
 from pods_api.core.store.identity import CONFIG_SOURCE, SANDBOX_READY, STATIC_CONFIG_SOURCES
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.observations import Observation
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter
 from pods_api.sources.cri import DEFAULT_RELIST, DEFAULT_STATIC_WAIT, source_name
 from pods_api.sources.cri import status as cristatus

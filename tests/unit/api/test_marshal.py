@@ -20,7 +20,7 @@ from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 
 Remarshal = Callable[[Sequence[bytes]], list[bytes]]
 # Random pods held against Go in its one process: enough to meet every kind of field many times.

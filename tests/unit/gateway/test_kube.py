@@ -22,7 +22,7 @@ from printerpods import NOW, example_pods
 from strategies import pods
 
 from pods_api.core.api.printer import POD_COLUMNS, pod_row
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube.objects import AGGREGATED_MEDIA_TYPE, INITIAL_EVENTS_END, LIST_BLUEPRINT
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 from gatewayharness import Gateway
 
-from pods_api.core.store.events import NORMAL, Involved, Observation
+from pods_api.core.store.observations import NORMAL, Involved, Observation
 
 SECOND = 1_000_000_000
 WEB = Involved("shop", "web", "uid-b", "spec.containers{app}")

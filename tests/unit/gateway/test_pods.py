@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from repo import ROOT
 
 from pods_api.core.query.fieldmask import parse_mask
-from pods_api.gateway.errors import HTTP_STATUS, Code
-from pods_api.gateway.hosts import is_loopback_host
+from pods_api.gateway.http.errors import HTTP_STATUS, Code
+from pods_api.gateway.http.hosts import is_loopback_host
 
 # prometheus-fastapi-instrumentator's default buckets for its label-free histogram.
 LATENCY_HIGHR_BUCKETS = [
@@ -115,7 +115,7 @@ async def test_list_bytes_are_assembled_once_per_revision_and_mask(gateway: Gate
 
 
 def _json_format() -> Any:
-    from pods_api.gateway.formats import Format
+    from pods_api.gateway.http.formats import Format
 
     return Format.JSON
 

@@ -1,6 +1,6 @@
-"""Each call route's parameters are declared once (gateway/params.py's `Param`), and that one list
+"""Each call route's parameters are declared once (gateway/http/params.py's `Param`), and that one list
 is what the router parses and checks and what the OpenAPI document shows; the call routes are
-served by one router ahead of FastAPI (gateway/router.py)."""
+served by one router ahead of FastAPI (gateway/http/router.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from starlette.responses import PlainTextResponse, Response
 
 from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config
-from pods_api.gateway import params
-from pods_api.gateway.admission import GET, Call, named
 from pods_api.gateway.app import GatewayApp, create_app
-from pods_api.gateway.params import FLAG, TEXT, TEXTS, Args, Param
-from pods_api.gateway.router import CallRoute
+from pods_api.gateway.http import params
+from pods_api.gateway.http.admission import GET, Call, named
+from pods_api.gateway.http.params import FLAG, TEXT, TEXTS, Args, Param
+from pods_api.gateway.http.router import CallRoute
 from pods_api.serve.sockets import bind_unix, claim
 
 LOUD = Param("loud", FLAG, "Shout.")

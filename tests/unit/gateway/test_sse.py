@@ -24,10 +24,10 @@ from gatewayjson import TYPE_META, canonical, deserialize
 
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType
 from pods_api.gateway import sse
-from pods_api.gateway.errors import Code
+from pods_api.gateway.http.errors import Code
 
 # The `gateway` and `make_gateway` fixtures.
 

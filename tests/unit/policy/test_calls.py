@@ -14,19 +14,19 @@ from gatewayharness import serving, unix_client
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from pods_api.core.api.status import Code
+from pods_api.core.api.statuserrors import Code
 from pods_api.core.assembly import Core, build_core
 from pods_api.core.config import Config
 from pods_api.core.grpc.server import create_server
-from pods_api.core.policy.calls import CALLS, Call, Calls, refusal
-from pods_api.gateway.admission import Call as HttpCall
-from pods_api.gateway.admission import named
+from pods_api.core.policy.calls import CALLS, Calls, Method, refusal
 from pods_api.gateway.app import create_app
-from pods_api.gateway.params import Args
-from pods_api.gateway.router import CallRoute
+from pods_api.gateway.http.admission import Call as HttpCall
+from pods_api.gateway.http.admission import named
+from pods_api.gateway.http.params import Args
+from pods_api.gateway.http.router import CallRoute
 from pods_api.serve.sockets import bind_unix, claim
 
-COUNT = Call("CountPods", limited=True, gated=True, metric="count")
+COUNT = Method("CountPods", limited=True, gated=True, metric="count")
 # The new call spends tokens like List and Get; enough for the calls made before it runs out:
 # twice (gated, then served) once per gRPC service and once over HTTP.
 BURST = 2 * (len(CALLS.services) + 1)

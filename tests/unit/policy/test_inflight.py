@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pods_api.core.api.status import ResourceExhausted
+from pods_api.core.api.statuserrors import ResourceExhausted
 from pods_api.core.policy.inflight import BytesInFlight
 
 

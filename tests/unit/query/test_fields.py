@@ -10,7 +10,7 @@ from builders import pod
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.fields import FieldSelector, escape_value, parse_fields, path_getter
 
 # fields/selector_test.go

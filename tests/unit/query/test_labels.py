@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.labels import LabelSelector, Op, Requirement, Token, lex, parse_labels
 
 # TestSelectorParse: these restring to themselves with the spaces removed.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from builders import pod
 
-from pods_api.core.api.status import SelectorError
+from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.fields import parse_fields
 from pods_api.core.query.labels import parse_labels
 from pods_api.core.query.selector import EVERYTHING, parse_selector

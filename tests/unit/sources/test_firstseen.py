@@ -13,7 +13,7 @@ from builders import pod
 from sourceharness import dump
 
 from pods_api.core.api.pb import k8s_core_v1_pb2
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources import workers
 from pods_api.sources.firstseen import CONFIG_SEEN, PLACEHOLDER, FirstSeen, _overwrite, stamp_time, with_seen
 from pods_api.sources.manifests import ManifestDecoder

@@ -10,7 +10,7 @@ import orjson
 from builders import pod
 from sourceharness import Harness, by_name, dump, harness_fixture, write  # noqa: F401
 
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType
 from pods_api.sources.fixtures import FixturesSource
 

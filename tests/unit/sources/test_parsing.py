@@ -13,11 +13,11 @@ from pods_api.sources import ManifestError, parsing
 from pods_api.sources.parsing import FIXTURE_FORMAT, KUBELET_FORMAT, parse_documents, pod_objects
 
 
-def objects(text: str | bytes, fmt: parsing.Format = FIXTURE_FORMAT) -> list[tuple[str, dict[str, Any]]]:
+def objects(text: str | bytes, fmt: parsing.FileFormat = FIXTURE_FORMAT) -> list[tuple[str, dict[str, Any]]]:
     return pod_objects(text.encode() if isinstance(text, str) else text, "f.yaml", fmt)
 
 
-def problem(text: str | bytes, fmt: parsing.Format = FIXTURE_FORMAT) -> str:
+def problem(text: str | bytes, fmt: parsing.FileFormat = FIXTURE_FORMAT) -> str:
     with pytest.raises(ManifestError) as caught:
         objects(text, fmt)
     message = str(caught.value)
@@ -180,7 +180,7 @@ _PLACES = [
 @pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
 @pytest.mark.parametrize("fmt", [FIXTURE_FORMAT, KUBELET_FORMAT], ids=["fixture", "kubelet"])
 def test_deeply_nested_values_are_a_clear_error_wherever_they_are(
-    place: tuple[str, Any], kind: str, depth: int, as_yaml: bool, fmt: parsing.Format
+    place: tuple[str, Any], kind: str, depth: int, as_yaml: bool, fmt: parsing.FileFormat
 ) -> None:
     field, build = place
     marker = "__VALUE__"

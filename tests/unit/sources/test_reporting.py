@@ -7,7 +7,7 @@ import logging
 import pytest
 from builders import pod
 
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.sources.reporting import Reporter, unique_pods
 
 # ---------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import RING_SIZE, PodCache
 from pods_api.core.store.lru import LRU
-from pods_api.core.store.pod import MASKED_PER_POD, PodVersion
 from pods_api.core.store.snapshot import MEMO_BYTES, MEMO_PER_SNAPSHOT
+from pods_api.core.store.version import MASKED_PER_POD, PodVersion
 from pods_api.core.store.watch import EventType, PodEvent, ServerStopping, TooManyWatchers, Watcher, WatchHub
 
 

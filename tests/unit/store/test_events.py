@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pods_api.core.store.events import NORMAL, Involved, NodeEvents, Observation
+from pods_api.core.store.observations import NORMAL, Involved, NodeEvents, Observation
 
 WEB = Involved("shop", "web", "uid-1", "spec.containers{web}")
 SIDECAR = Involved("shop", "web", "uid-1", "spec.containers{proxy}")

@@ -22,7 +22,7 @@ from pods_api.core.store.identity import (
     Overlay,
     Served,
 )
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, WatchHub
 
 STATIC_UID = "3b2c6f0e9d8a47c1b5e4f6a7d8c9b0a1"

@@ -20,7 +20,7 @@ from pods_api.core.store.index import (
     ContainerRef,
     InvalidLookup,
 )
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import WatchHub
 
 NODE_IP = "192.168.56.10"

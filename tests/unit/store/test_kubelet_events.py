@@ -15,8 +15,8 @@ from builders import stored
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, WatchStreams
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, WatchHub
 
 TIMEOUT = 5.0

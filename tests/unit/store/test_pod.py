@@ -15,7 +15,7 @@ from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import WatchHub
 
 CONTAINER_ID = "containerd://" + "ab12" * 16

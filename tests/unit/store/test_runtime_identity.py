@@ -17,7 +17,7 @@ from builders import pod
 
 from pods_api.core.store.cache import OverlaySink, PodCache, SourceSink
 from pods_api.core.store.identity import CONFIG_HASH, SANDBOX_READY, IdentityPolicy
-from pods_api.core.store.pod import PodVersion
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, Watcher, WatchHub
 
 OURS = "3b2c6f0e9d8a47c1b5e4f6a7d8c9b0a1"  # pods-api's hash of the manifest

@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 from pods_api.core.api.codec import pod_from_bytes
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2, pods_v1alpha1_pb2
-from pods_api.core.grpc.service import Contract, watch_encoding
+from pods_api.core.grpc.service import ServiceName, watch_encoding
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.selector import parse_selector
 from pods_api.core.query.view import View
 from pods_api.core.store import snapshot as snapshot_module
 from pods_api.core.store.cache import PodCache
-from pods_api.core.store.pod import PodVersion
 from pods_api.core.store.stream import Encoding, WatchStreams, change
+from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, PodEvent, ServerStopping, WatchHub
 from pods_api.gateway import sse
 
@@ -180,7 +180,7 @@ async def test_a_watcher_behind_gets_the_frame_every_watcher_got_of_a_pod_that_c
     published event itself: the same bytes as a watcher that kept up got, made once for both."""
     cache, streams, _ = setup(capacity=1)
     sink = cache.source("a")
-    grpc = watch_encoding(Contract.V1ALPHA1)
+    grpc = watch_encoding(ServiceName.V1ALPHA1)
     with streams.open(View.EVERYTHING) as behind, streams.open(View.EVERYTHING) as current:
         behind_frames, current_frames = behind.frames(grpc), current.frames(grpc)
         for frames in (behind_frames, current_frames):
@@ -433,7 +433,10 @@ def test_a_deleted_frame_carries_the_identity_encoded_once_for_every_view() -> N
     identity = version.identity
     assert version.identity is identity
     assert pod_from_bytes(identity) == {"metadata": {"name": "pod-uid-1", "namespace": "ns", "uid": "uid-1"}}
-    kubelet, lookup = watch_encoding(Contract.V1ALPHA1), watch_encoding(Contract.V1ALPHA1, last_state=True)
+    kubelet, lookup = (
+        watch_encoding(ServiceName.V1ALPHA1),
+        watch_encoding(ServiceName.V1ALPHA1, last_state=True),
+    )
     assert kubelet.name != lookup.name  # the frame cache keeps the two meanings apart
     for mask in (None, "status.phase", "metadata.labels,spec.containers.image"):
         view = View(parse_mask(mask) if mask else None, None)

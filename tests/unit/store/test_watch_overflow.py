@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from builders import stored
 
-from pods_api.core.api.status import Code
+from pods_api.core.api.statuserrors import Code
 from pods_api.core.store.cache import PodCache
 from pods_api.core.store.watch import (
     Dropped,

@@ -3,7 +3,7 @@ paths and the Kubernetes view), served by one plain Starlette `Router` that the 
 (gateway/app.py) puts ahead of FastAPI, which answers every other path.
 
 A call route is declared once, as a `CallRoute`: its path, the calls it serves, its parameters
-(gateway/params.py's `Param`s) and its endpoint. From that one declaration come the router's
+(gateway/http/params.py's `Param`s) and its endpoint. From that one declaration come the router's
 `Route` (`routes`), the parameters it parses and checks, and its OpenAPI operation
 (`CallRoute.operation`, which gateway/openapi.py adds to FastAPI's document).
 
@@ -11,7 +11,7 @@ One request on a call route, in order, each step once: the call named from the r
 its parsed parameters (so a request refused for its parameters is still counted); the query's
 names checked; the call admitted (the call table's rate limit and readiness); the values'
 problems raised; the endpoint; the response sent; the call's counter and the HTTP series
-recorded at its end. A method other than GET (HEAD arrives as GET, gateway/head.py) is the
+recorded at its end. A method other than GET (HEAD arrives as GET, gateway/http/head.py) is the
 surface's 405.
 
 Why not FastAPI for these: in process (`python -m bench httpmetrics`), a FastAPI route that only
@@ -35,14 +35,14 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
-from pods_api.core.api.status import StatusError
+from pods_api.core.api.statuserrors import StatusError
 from pods_api.core.assembly import Core
 from pods_api.core.policy.metrics import Metrics
-from pods_api.gateway import params
-from pods_api.gateway.admission import Call, admit, record_call, response_code
-from pods_api.gateway.errors import Code, error_response, method_not_allowed
-from pods_api.gateway.httpmetrics import Recorder
-from pods_api.gateway.params import Args, Param
+from pods_api.gateway.http import params
+from pods_api.gateway.http.admission import Call, admit, record_call, response_code
+from pods_api.gateway.http.errors import Code, error_response, method_not_allowed
+from pods_api.gateway.http.httpmetrics import Recorder
+from pods_api.gateway.http.params import Args, Param
 
 # (request, call, args, **path parameters) -> the response; raises StatusError for an error.
 Endpoint = Callable[..., Awaitable[Response]]

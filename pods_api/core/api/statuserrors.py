@@ -2,7 +2,7 @@
 
 Core code raises a `StatusError` (or one of its kinds); each surface translates it in one place:
 gRPC aborts the call with the code (core/grpc/interceptors.py), the gateway answers the error
-body with the code's HTTP status (gateway/errors.py). The codes are gRPC's own numbers, so this
+body with the code's HTTP status (gateway/http/errors.py). The codes are gRPC's own numbers, so this
 module needs no grpc import and the gateway does not pull grpc in.
 """
 
@@ -76,11 +76,11 @@ class StatusError(Exception):
             self.retry_after = retry_after
 
 
-class InvalidArgument(StatusError):
+class InvalidArgumentError(StatusError):
     code = Code.INVALID_ARGUMENT
 
 
-class SelectorError(InvalidArgument, ValueError):
+class SelectorError(InvalidArgumentError, ValueError):
     """An invalid label or field selector: which one, what is wrong, and at which character."""
 
     def __init__(self, kind: str, text: str, position: int, problem: str) -> None:
@@ -91,7 +91,7 @@ class SelectorError(InvalidArgument, ValueError):
         self.problem = problem
 
 
-class NotFound(StatusError):
+class NotFoundError(StatusError):
     code = Code.NOT_FOUND
 
 

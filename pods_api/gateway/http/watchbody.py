@@ -29,12 +29,12 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from pods_api.core.api.status import Code, StatusError
+from pods_api.core.api.statuserrors import Code, StatusError
 from pods_api.core.policy.stall import StallTimer
 from pods_api.core.policy.throttled_log import ThrottledLog
 from pods_api.core.store.stream import Watch
 from pods_api.core.store.watch import TookNothing
-from pods_api.gateway.admission import Call
+from pods_api.gateway.http.admission import Call
 from pods_api.gateway.server.hooks import connection_hooks
 
 log = logging.getLogger(__name__)

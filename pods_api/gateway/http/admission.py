@@ -3,7 +3,7 @@ interceptors (core/grpc/interceptors.py), in the same order and from the same ca
 (core/policy/calls.py): metrics outermost, then the table's refusal (rate limit, readiness).
 
 A request's `Call` is a value: named once from the raw request by its route
-(gateway/router.py's `CallRoute.call`), handed to the endpoint and to the stream it may start,
+(gateway/http/router.py's `CallRoute.call`), handed to the endpoint and to the stream it may start,
 and read back by the router when the request is over, to count it with the code it ended with.
 """
 
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from pods_api.core.api.status import FailedPrecondition
+from pods_api.core.api.statuserrors import FailedPrecondition
 from pods_api.core.assembly import Core
 from pods_api.core.policy.calls import HTTP_API_VERSION, refusal
 from pods_api.core.policy.metrics import Metrics
-from pods_api.gateway.errors import Code, code_of_number
-from pods_api.gateway.formats import Format
-from pods_api.gateway.params import Args
+from pods_api.gateway.http.errors import Code, code_of_number
+from pods_api.gateway.http.formats import Format
+from pods_api.gateway.http.params import Args
 
 LIST, GET, WATCH, LOOKUP = "ListPods", "GetPod", "WatchPods", "Lookup"
 

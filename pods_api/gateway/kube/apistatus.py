@@ -2,7 +2,7 @@
 `reason` and `code`, so that kubectl prints `Error from server (NotFound): pods "x" not found`
 and client-go's `apierrors.IsNotFound`, `IsResourceExpired`, `IsTooManyRequests`, ... hold.
 
-A `KubeError` is a domain error (core/api/status.py) that also carries the Kubernetes reason and
+A `KubeError` is a domain error (core/api/statuserrors.py) that also carries the Kubernetes reason and
 HTTP status; it keeps a gRPC code only for the call metrics. Core errors raised under the
 Kubernetes paths (the call table's refusals, not-ready) are turned into one by `from_status`,
 and answered by `respond`, the one handler the app installs for this view.
@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.status import Code, StatusError
-from pods_api.gateway.head import ALLOW
+from pods_api.core.api.statuserrors import Code, StatusError
+from pods_api.gateway.http.head import ALLOW
 
 JSON = "application/json"
 

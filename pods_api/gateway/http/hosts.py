@@ -13,8 +13,8 @@ import ipaddress
 from starlette.responses import Response
 from starlette.types import Scope
 
-from pods_api.core.api.status import quote
-from pods_api.gateway.errors import Code, error_response
+from pods_api.core.api.statuserrors import quote
+from pods_api.gateway.http.errors import Code, error_response
 
 
 def is_loopback_host(host: str) -> bool:

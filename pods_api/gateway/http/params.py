@@ -5,7 +5,7 @@ route takes (`operation_parameters`). Nothing else states them.
 
 An unknown query parameter is a 400 naming it, never ignored: a typo, or a filter this server
 does not have (`namespace`), would otherwise quietly return every pod. The Kubernetes view, as
-the API server, ignores unknown ones; its kinds hand the raw text to gateway/kube/params.py,
+the API server, ignores unknown ones; its kinds hand the raw text to gateway/kube/listoptions.py,
 which reads it as the API server does.
 
 The pods routes' values read as FastAPI reads a typed query parameter (pydantic's reading of
@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
-from pods_api.core.api.status import InvalidArgument, quote
+from pods_api.core.api.statuserrors import InvalidArgumentError, quote
 
 T = TypeVar("T")
 Schema = dict[str, Any]
@@ -79,7 +79,7 @@ FLAG: Kind[bool] = Kind(
 )
 TEXT: Kind[str | None] = Kind(_text, None, _optional({"type": "string"}))
 TEXTS: Kind[tuple[str, ...]] = Kind(_texts, (), _optional({"items": {"type": "string"}, "type": "array"}))
-# The Kubernetes view's kinds: the raw text, read by gateway/kube/params.py as the API server
+# The Kubernetes view's kinds: the raw text, read by gateway/kube/listoptions.py as the API server
 # reads it (Go's booleans, its integers), in its order of errors.
 GO_BOOLEAN: Kind[str | None] = Kind(_text, None, _typed("boolean"))
 GO_INTEGER: Kind[str | None] = Kind(_text, None, _typed("integer"))
@@ -120,7 +120,7 @@ class Args(dict[Param[Any], Any]):
 _NONE: list[str] = []  # a parameter not given (never changed: kinds only read it)
 
 
-def parse(request: Request, params: Sequence[Param[Any]]) -> tuple[Args, InvalidArgument | None]:
+def parse(request: Request, params: Sequence[Param[Any]]) -> tuple[Args, InvalidArgumentError | None]:
     """Every declared parameter's value (absent: its kind's default; bad: the default too), and
     InvalidArgument naming every bad one at once, as FastAPI's 400 does."""
     # The query read in one pass (none at all without a query string, as most Gets come), rather
@@ -142,7 +142,7 @@ def parse(request: Request, params: Sequence[Param[Any]]) -> tuple[Args, Invalid
         except ValueError as exc:
             values[param] = kind.default
             problems.append(f'{param.where} parameter "{param.name}": {exc}')
-    return values, InvalidArgument("; ".join(problems)) if problems else None
+    return values, InvalidArgumentError("; ".join(problems)) if problems else None
 
 
 def query_names(params: Iterable[Param[Any]]) -> frozenset[str]:
@@ -159,7 +159,7 @@ def check(query: QueryParams, allowed: frozenset[str]) -> None:
     more = f" and {len(unknown) - NAMES_SHOWN} more" if len(unknown) > NAMES_SHOWN else ""
     takes = ", ".join(sorted(allowed)) if allowed else "none"
     noun = "parameter" if len(unknown) == 1 else "parameters"
-    raise InvalidArgument(f"unknown query {noun} {shown}{more} (this path takes: {takes})")
+    raise InvalidArgumentError(f"unknown query {noun} {shown}{more} (this path takes: {takes})")
 
 
 async def no_parameters(request: Request) -> None:

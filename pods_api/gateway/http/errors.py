@@ -1,7 +1,7 @@
 """Errors keep their gRPC status: the same code a gRPC client would get, carried in the body and in a
 `Grpc-Status` header, with the HTTP status of the standard gRPC<->HTTP table (one exception:
 FAILED_PRECONDITION, which here only means "not synced yet", is a temporary 503). The codes and
-the domain errors are the core's (core/api/status.py); this module is only their HTTP mapping, and
+the domain errors are the core's (core/api/statuserrors.py); this module is only their HTTP mapping, and
 the one place where a domain error raised in a request becomes its response.
 
 Body: {"error": {"code": <http>, "status": "<GRPC_CODE_NAME>", "grpcCode": <n>, "message": "..."}}
@@ -19,8 +19,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from pods_api.core.api.status import Code, StatusError, quote
-from pods_api.gateway.head import ALLOW
+from pods_api.core.api.statuserrors import Code, StatusError, quote
+from pods_api.gateway.http.head import ALLOW
 
 __all__ = [
     "HTTP_STATUS",

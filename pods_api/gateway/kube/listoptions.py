@@ -20,8 +20,9 @@ from pods_api.core.api.table import TABLE_V1, TABLE_V1BETA1, IncludeObject
 from pods_api.core.query.fields import escape_value, parse_fields
 from pods_api.core.query.selector import SelectorError, parse_selector
 from pods_api.core.query.view import View
-from pods_api.gateway import formats
-from pods_api.gateway.kube.errors import (
+from pods_api.gateway.http import formats
+from pods_api.gateway.http.params import GO_BOOLEAN, GO_INTEGER, GO_STRING, Param
+from pods_api.gateway.kube.apistatus import (
     FieldError,
     KubeError,
     bad_request,
@@ -29,7 +30,6 @@ from pods_api.gateway.kube.errors import (
     invalid_list_options,
     not_supported,
 )
-from pods_api.gateway.params import GO_BOOLEAN, GO_INTEGER, GO_STRING, Param
 
 # The third form this view serves, beside formats.JSON and formats.YAML: a meta.k8s.io/v1 Table.
 TABLE = "table"

@@ -8,7 +8,7 @@ and recorded by its middleware for every request FastAPI answers: by route templ
 for no route, so scanning for paths cannot grow the series), exact status, and a stream's
 time to its first byte. Two settings of ours, both in `recorder`: a method outside the
 standard ones is counted as OTHER (a client inventing methods cannot grow the series either),
-and the call routes (gateway/router.py), answered ahead of FastAPI, hand the same recorder the
+and the call routes (gateway/http/router.py), answered ahead of FastAPI, hand the same recorder the
 same `Info` the middleware would build, rather than pass through the middleware: measured in
 process (`python -m bench httpmetrics`), the middleware costs a Get more than the whole
 route (it matches the route a second time and wraps `send`), while recording costs a few µs.
@@ -29,7 +29,7 @@ from starlette.responses import Response
 
 from pods_api.core.assembly import Core
 from pods_api.gateway import openapi
-from pods_api.gateway.params import no_parameters
+from pods_api.gateway.http.params import no_parameters
 
 # The `method` label takes these; any other token a client sends is counted as OTHER (the route
 # and the status are bounded already: a route template or `none`, and the statuses this app sends).
