@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-# What one send hands the connection, as pods-api's (gateway/body.py).
+# What one send hands the connection, as pods-api's (gateway/http/body.py).
 SLICE = 512 * 1024
 # pods-api's heap policy (pods_api/serve/heap.py): two malloc arenas, trimmed every 10 s.
 _LIBC = ctypes.CDLL("libc.so.6")
