@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +101,18 @@ def _watchers(socket: Path, count: int) -> subprocess.Popen[str]:
 
 def run(watchers: tuple[int, ...] = (50, 200), seconds: float = 20.0) -> dict[str, Any]:
     """Per N: the kubelet's watchers, then the bridge's, each under the same churn."""
+    return on_node(lambda node, root: _measure(node, root, watchers, seconds))
+
+
+def on_node(measure: Callable[[realkubelet.Node, Path], dict[str, Any]]) -> dict[str, Any]:
+    """`measure` with a real kubelet running in a scratch root, or why it cannot run here."""
     reason = realkubelet.unavailable()
     if reason:
         return {"skipped": reason}
     root = Path(tempfile.mkdtemp(prefix="pk-", dir="/tmp"))
     try:
         with realkubelet.running(root) as node:
-            return _measure(node, root, watchers, seconds)
+            return measure(node, root)
     except Unavailable as exc:  # go missing, the kubelet exiting at start (cgroups, ...)
         return {"skipped": str(exc)}
     finally:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,12 +28,12 @@ import grpc
 if not __package__:  # run as a script: the repository's root holds the bench package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bridge import cpu_seconds, spawn, wait_line
+from bench.kubelet import on_node
 from bench.serve import PODS_API
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 import realkubelet  # noqa: E402  (tests/support is on the path only from here)
-from daemon import Unavailable  # noqa: E402
 
 LIST = "/v1alpha1.Pods/ListPods"
 GET = "/v1alpha1.Pods/GetPod"
@@ -89,17 +87,7 @@ def _per_call(
 
 
 def run(pods: int = 8, seconds: float = 10.0, repeats: int = 3) -> dict[str, Any]:
-    reason = realkubelet.unavailable()
-    if reason:
-        return {"skipped": reason}
-    root = Path(tempfile.mkdtemp(prefix="pk-", dir="/tmp"))
-    try:
-        with realkubelet.running(root) as node:
-            return _measure(node, root, pods, seconds, repeats)
-    except Unavailable as exc:  # go missing, the kubelet exiting at start (cgroups, ...)
-        return {"skipped": str(exc)}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return on_node(lambda node, root: _measure(node, root, pods, seconds, repeats))
 
 
 def _start_pods(node: realkubelet.Node, pods: int) -> str:
