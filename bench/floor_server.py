@@ -65,7 +65,7 @@ def http_app(read: dict[str, bytes]) -> Starlette:
         Route("/api/v1/pods", kube_list),
     ]
     app = Starlette(routes=routes)
-    # The gateway's metrics layer (gateway/http/httpmetrics.py uses the same library), so that the
+    # The gateway's metrics layer (gateway/httpmetrics.py uses the same library), so that the
     # library's own cost per request is not counted against pods-api.
     Instrumentator().instrument(app)
     return app

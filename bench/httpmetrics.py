@@ -98,9 +98,9 @@ def _apps(count: int) -> tuple[dict[str, App], Any, str]:
     from pods_api.core.config import Config
     from pods_api.core.query.view import View
     from pods_api.core.store.version import PodVersion
+    from pods_api.gateway import httpmetrics
     from pods_api.gateway.app import create_app
     from pods_api.gateway.assemble import list_body, pod_bytes
-    from pods_api.gateway.http import httpmetrics
     from pods_api.gateway.http.formats import Format
 
     def core() -> Any:

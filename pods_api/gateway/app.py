@@ -19,8 +19,8 @@ from starlette.types import Receive, Scope, Send
 
 from pods_api.core.assembly import Core
 from pods_api.gateway import health, openapi, pods
+from pods_api.gateway import httpmetrics as metrics
 from pods_api.gateway.http import errors, router
-from pods_api.gateway.http import httpmetrics as metrics
 from pods_api.gateway.http.head import head_as_get
 from pods_api.gateway.http.hosts import host_refusal
 from pods_api.gateway.http.router import CallRoute, Responder

@@ -41,8 +41,8 @@ from pods_api.core.policy.metrics import Metrics
 from pods_api.gateway.http import params
 from pods_api.gateway.http.admission import Call, admit, record_call, response_code
 from pods_api.gateway.http.errors import Code, error_response, method_not_allowed
-from pods_api.gateway.http.httpmetrics import Recorder
 from pods_api.gateway.http.params import Args, Param
+from pods_api.gateway.httpmetrics import Recorder
 
 # (request, call, args, **path parameters) -> the response; raises StatusError for an error.
 Endpoint = Callable[..., Awaitable[Response]]
