@@ -14,7 +14,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from fastapi import FastAPI
-from starlette.routing import Router
+from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
 from pods_api.core.assembly import Core
@@ -34,16 +34,30 @@ class GatewayApp(FastAPI):
     core: Core
     responder: Responder  # records what the router answers (its `http`: the HTTP series)
     calls: Router
+    # The call routes whose path has no parameter, by path (where no route before them matches
+    # it): one dict lookup, where the router asks each of its routes in turn, a Python call per
+    # route (BENCHMARKS.md, W3). The router holds only the routes with parameters: a path that
+    # is not a key here matches none of these.
+    exact: dict[str, Route]
     call_routes: list[CallRoute]  # as declared, for the OpenAPI document
 
     def serve_calls(self, core: Core, responder: Responder) -> None:
         """Put the call routes' router ahead of FastAPI, with no routes yet."""
-        self.core, self.responder, self.call_routes = core, responder, []
+        self.core, self.responder, self.call_routes, self.exact = core, responder, [], {}
         self.calls = Router(redirect_slashes=False, default=self._rest)
 
     def serve_call(self, route: CallRoute) -> None:
         """Serve `route` from the router (raises KeyError for a call the core's table lacks)."""
-        self.calls.routes.extend(router.routes(self.core, [route], self.responder))
+        for served in router.routes(self.core, [route], self.responder):
+            if "{" in served.path:
+                self.calls.routes.append(served)
+                continue
+            # A route before it that matches its path answers it: then it never does.
+            earlier = served.path in self.exact or any(
+                r.path_regex.match(served.path) for r in self.calls.routes if isinstance(r, Route)
+            )
+            if not earlier:
+                self.exact[served.path] = served
         self.call_routes.append(route)
         self.openapi_schema = None  # the document shows it
 
@@ -60,7 +74,13 @@ class GatewayApp(FastAPI):
         if refused is not None:
             await self.responder(scope, receive, send, perf_counter(), metrics.UNMATCHED, None, refused)
             return
-        await self.calls(scope, receive, send)
+        route = self.exact.get(scope["path"])
+        if route is None:
+            await self.calls(scope, receive, send)
+            return
+        # What the router would set when this route matched (its match has no path parameters).
+        scope.update(router=self.calls, route=route, endpoint=route.endpoint, path_params={})
+        await route.handle(scope, receive, send)
 
     async def _rest(self, scope: Scope, receive: Receive, send: Send) -> None:
         """What the router does not route: FastAPI's (its instrumentator middleware records the
