@@ -64,8 +64,8 @@ async def _make_list(snapshot: Snapshot, view: View, fmt: Format) -> bytes:
     if fmt is not Format.JSON:
         items = await collected(view.select(snapshot.pods), lambda pod: pod_object(pod, view))
         return render(list_object(snapshot.revision, items), fmt)
-    items_json = await joined(view.select(snapshot.pods), lambda pod: pod_bytes(pod, view), b",")
-    return b"".join((_LIST_HEAD % snapshot.revision, items_json, _LIST_TAIL))
+    head = _LIST_HEAD % snapshot.revision
+    return await joined(view.select(snapshot.pods), lambda pod: pod_bytes(pod, view), b",", head, _LIST_TAIL)
 
 
 def match_object(hit: Hit) -> dict[str, Any]:

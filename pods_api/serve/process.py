@@ -21,7 +21,7 @@ from pods_api.core.policy.metrics import event_type_label
 from pods_api.core.store.cache import OverlaySink, SourceSink
 from pods_api.gateway.app import create_app
 from pods_api.gateway.server.runner import GatewayServer, gateway_server
-from pods_api.serve import heap, sockets
+from pods_api.serve import collector, heap, sockets
 from pods_api.sources import Source, SourceContext, StatusOverlay, configures_static_pods, registry
 from pods_api.sources.supervisor import supervise
 
@@ -70,6 +70,7 @@ async def serve(config: Config) -> None:
     core = build_core(config)
     # Decoding every pod at start-up leaves the heap full of holes: give them back once synced.
     core.cache.on_readiness(lambda ready: heap.trim() if ready else None)
+    core.cache.on_readiness(collector.freezer())
     sources = build_sources(config, core)
     if not sources:
         raise StartupError("no pod source configured")

@@ -15,7 +15,18 @@ from pods_api.core.api.statuserrors import SelectorError
 from pods_api.core.query.fields import FieldSelector, parse_fields
 from pods_api.core.query.labels import LabelSelector, parse_labels
 
-__all__ = ["EVERYTHING", "Selector", "SelectorError", "parse_selector"]
+__all__ = ["EVERYTHING", "SELECTED", "Selector", "SelectorError", "parse_selector", "selected_part"]
+
+# What a pod selector reads of a pod: its labels and the fields the API server lets pods be
+# selected by (core/query/fields.py POD_FIELDS), by where they are in its JSON. A pod pruned to
+# these matches every selector as the whole pod does, and is kept with each version
+# (PodVersion.selectable): matching it is ~1 µs, where decoding the whole pod's JSON for each
+# match was ~30 µs, and a List of 5,000 pods with a selector of its own decoded them all at once.
+SELECTED = {
+    "metadata": ("name", "namespace", "labels"),
+    "spec": ("nodeName", "restartPolicy", "schedulerName", "serviceAccountName", "hostNetwork"),
+    "status": ("phase", "podIP", "podIPs", "nominatedNodeName"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +53,16 @@ class Selector:
 
 
 EVERYTHING = Selector()
+
+
+def selected_part(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a pod's JSON that SELECTED names: what any selector reads of it."""
+    part: dict[str, Any] = {}
+    for section, keys in SELECTED.items():
+        whole = pod.get(section)
+        if isinstance(whole, Mapping):
+            part[section] = {key: whole[key] for key in keys if key in whole}
+    return part
 
 
 def parse_selector(labels: str = "", fields: str = "") -> Selector:

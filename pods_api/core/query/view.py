@@ -9,7 +9,7 @@ depends on both, and is keyed by `View.key`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -34,7 +34,10 @@ class Selects(Protocol):
 
 class _Pod(Protocol):
     @property
-    def json(self) -> dict[str, Any]: ...
+    def selectable(self) -> Mapping[str, Any]:
+        """What a selector reads of the pod, in the shape of its Kubernetes JSON
+        (core/query/selector.py SELECTED)."""
+        ...
 
 
 P = TypeVar("P", bound=_Pod)
@@ -64,21 +67,18 @@ class View:
         key = mask if self.selector is None else f"{mask}{_KEY_SEPARATOR}{self.selector.key}"
         object.__setattr__(self, "key", key)
 
-    def contains(self, pod_json: Mapping[str, Any]) -> bool:
-        """Whether a pod (its Kubernetes JSON) is in the view."""
-        return self.selector is None or self.selector.matches(pod_json)
-
     def shows(self, pod: _Pod) -> bool:
-        """Whether a pod is in the view. Its JSON is decoded (a new tree each time: ~18 µs for a
-        6 KiB pod) only when a selector needs it; a watch asks this of every event per watcher
-        that is behind, and most views have no selector."""
-        return self.selector is None or self.selector.matches(pod.json)
+        """Whether a pod is in the view: a watch asks this of every event per watcher that is
+        behind, and a List of every pod."""
+        return self.selector is None or self.selector.matches(pod.selectable)
 
-    def select(self, pods: Iterable[P]) -> list[P]:
-        """The pods (PodVersions, in practice) in the view, in their order."""
-        if self.selector is None:
-            return list(pods)
-        return [pod for pod in pods if self.selector.matches(pod.json)]
+    def select(self, pods: Iterable[P]) -> Iterator[P]:
+        """The pods (PodVersions, in practice) in the view, in their order, as they are
+        iterated: a List made in slices (core/store/slices.py) selects one slice at a time."""
+        selector = self.selector
+        if selector is None:
+            return iter(pods)
+        return (pod for pod in pods if selector.matches(pod.selectable))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, View) and other.key == self.key

@@ -61,4 +61,4 @@ def find(cache: PodCache, key: LookupKey, view: View = View.EVERYTHING) -> list[
         raise InvalidLookup(f"{param}: {exc}") from None
     if view.selector is None:
         return hits
-    return [hit for hit in hits if view.contains(hit.pod.json)]
+    return [hit for hit in hits if view.shows(hit.pod)]

@@ -22,6 +22,7 @@ from pods_api.core.api.codec import CodecError, check_renders, pod_from_message,
 from pods_api.core.api.marshal import go_marshal
 from pods_api.core.api.pb import k8s_core_v1_pb2, k8s_meta_v1_pb2
 from pods_api.core.query.fieldmask import FieldMask
+from pods_api.core.query.selector import selected_part
 from pods_api.core.query.view import View
 from pods_api.core.store.lru import LRU
 
@@ -174,6 +175,7 @@ class PodVersion(Masked):
     _masked: LRU[str, Masked] | None = field(default=None, repr=False)
     _identity: bytes | None = field(default=None, repr=False)
     _facts: Facts | None = field(default=None, repr=False)
+    _selectable: dict[str, Any] | None = field(default=None, repr=False)
     # The Kubernetes view's Table row of this version (gateway/kube/objects.py), made by the
     # first Table that shows it: every later Table, of any second, reuses its encoding.
     table_row: object | None = field(default=None, repr=False)
@@ -189,6 +191,14 @@ class PodVersion(Masked):
         if self._facts is None:
             self._facts = Facts.of(self.message)
         return self._facts
+
+    @property
+    def selectable(self) -> dict[str, Any]:
+        """What a selector reads of this version (core/query/selector.py SELECTED), decoded
+        from its JSON on the first selector's read and kept: read-only, shared by every view."""
+        if self._selectable is None:
+            self._selectable = selected_part(self.json)
+        return self._selectable
 
     @property
     def identity(self) -> bytes:

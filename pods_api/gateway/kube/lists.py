@@ -63,9 +63,9 @@ class Lists:
             # made for a call the memo answers.
             version = listoptions.table_version(media)
             key = ("kube-table", version, view.key, include, start, limit, int(time.time()))
-            body = snapshot.memo(
+            body = await snapshot.assembled(
                 key,
-                lambda: kubeobjects.table(
+                lambda: kubeobjects.table_sliced(
                     [(p, p.revision) for p in chosen],
                     snapshot.revision,
                     include,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import platform
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -168,7 +168,7 @@ async def list_bytes_sliced(
     revision: int, pods: Sequence[PodVersion], next_token: str | None, remaining: int
 ) -> bytes:
     """`list_bytes`, its items made in slices (core/store/slices.py)."""
-    return _list_head(revision, next_token, remaining) + await joined(pods, _item, b",") + b"]}"
+    return await joined(pods, _item, b",", _list_head(revision, next_token, remaining), b"]}")
 
 
 def _list_head(revision: int, next_token: str | None, remaining: int) -> bytes:
@@ -227,17 +227,8 @@ def table(
     """A meta.k8s.io/v1 (or v1beta1) Table of (pod, its revision), the printer's columns and
     STATUS rules: each version's row encoded once (core/api/table.py), finished at `now` (by
     default this moment) around its object."""
-    now = now or datetime.now(UTC)
-    rows = []
-    for pod, revision in pods:
-        kept = _table_row(pod, revision)
-        if include == "Metadata":
-            obj = metadata_object(kept.metadata, group_version)
-        elif include == "Object":
-            obj = pod_bytes(pod, revision)
-        else:
-            obj = NULL
-        rows.append(row_json(kept.row, now, obj))
+    row = _row_maker(include, group_version, now or datetime.now(UTC))
+    rows = [row(entry) for entry in pods]
     return table_json(
         rows,
         resource_version=str(resource_version),
@@ -246,6 +237,44 @@ def table(
         no_headers=no_headers,
         group_version=group_version,
     )
+
+
+async def table_sliced(
+    pods: Sequence[tuple[PodVersion, int]],
+    resource_version: int,
+    include: IncludeObject,
+    *,
+    continue_: str | None = None,
+    remaining: int = 0,
+    group_version: str = TABLE_V1,
+) -> bytes:
+    """`table`, its rows made in slices (core/store/slices.py): a Table's first rows of 5,000
+    pods are a printer's pass over each, ~0.1 ms a pod."""
+    rows = await collected(pods, _row_maker(include, group_version, datetime.now(UTC)))
+    return table_json(
+        rows,
+        resource_version=str(resource_version),
+        continue_=continue_,
+        remaining=remaining,
+        group_version=group_version,
+    )
+
+
+def _row_maker(
+    include: IncludeObject, group_version: str, now: datetime
+) -> Callable[[tuple[PodVersion, int]], bytes]:
+    def row(entry: tuple[PodVersion, int]) -> bytes:
+        pod, revision = entry
+        kept = _table_row(pod, revision)
+        if include == "Metadata":
+            obj = metadata_object(kept.metadata, group_version)
+        elif include == "Object":
+            obj = pod_bytes(pod, revision)
+        else:
+            obj = NULL
+        return row_json(kept.row, now, obj)
+
+    return row
 
 
 COLUMNS_NULL = b'"columnDefinitions":null'

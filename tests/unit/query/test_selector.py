@@ -6,12 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import strategies
 from builders import pod
+from hypothesis import HealthCheck, given, settings
+from vectors import vector_params, vector_pb
 
 from pods_api.core.api.statuserrors import SelectorError
-from pods_api.core.query.fields import parse_fields
+from pods_api.core.query.fields import POD_FIELDS, escape_value, parse_fields
 from pods_api.core.query.labels import parse_labels
-from pods_api.core.query.selector import EVERYTHING, parse_selector
+from pods_api.core.query.selector import EVERYTHING, parse_selector, selected_part
+from pods_api.core.query.view import parse_view
+from pods_api.core.store.version import PodVersion
 
 
 def web(**status: Any) -> dict[str, Any]:
@@ -48,3 +53,47 @@ def test_a_selector_at_the_limits_parses_and_one_past_them_is_refused_where_it_g
     with pytest.raises(SelectorError) as err:
         parse_fields("metadata.name=" + "x" * MAX_LENGTH)
     assert f"a selector has at most {MAX_LENGTH}" in str(err.value) and len(str(err.value)) < 400
+
+
+def _selected_alike(whole: dict[str, Any]) -> None:
+    """Every selector reads the same of a pod's SELECTED part as of the whole pod: each field
+    the API server selects pods by, and the labels."""
+    part = selected_part(whole)
+    for name, get in POD_FIELDS.items():
+        assert get(part) == get(whole), name
+    labels = (whole.get("metadata") or {}).get("labels") or {}
+    assert ((part.get("metadata") or {}).get("labels") or {}) == labels
+    for text in ("", "app=web", "!app", "app notin (db)"):
+        for fields in ("", f"metadata.name={escape_value(get_name(whole))}", "status.phase!=Running"):
+            selector = parse_selector(text, fields)
+            assert selector.matches(part) == selector.matches(whole), (text, fields)
+
+
+def get_name(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name") or "")
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(strategies.pods())
+def test_a_pods_selected_part_matches_every_selector_as_the_whole_pod(message: Any) -> None:
+    """What a version keeps for its selectors (PodVersion.selectable) must select as the pod
+    itself: a field the API server selects by and SELECTED left out would make a selector
+    silently match "" there."""
+    _selected_alike(PodVersion.from_message(message).json)
+
+
+@pytest.mark.parametrize("vector", vector_params())
+def test_a_reference_pods_selected_part_matches_as_the_whole_pod(vector: dict[str, Any]) -> None:
+    _selected_alike(PodVersion.from_bytes(vector_pb(vector)).json)
+
+
+def test_a_version_keeps_its_selected_part_and_selects_by_it() -> None:
+    version = PodVersion.from_json(web(phase="Running", podIPs=[{"ip": "10.0.0.7"}]))
+    assert version.selectable is version.selectable  # decoded once, then kept
+    assert version.selectable == {
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web", "tier": "front"}},
+        "spec": version.selectable["spec"],
+        "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.7"}]},
+    }
+    assert parse_view(None, "app=web", "status.podIP=10.0.0.7").shows(version)
+    assert not parse_view(None, "app=web", "status.phase=Pending").shows(version)
