@@ -108,14 +108,14 @@ def _answer(
             _table(columns, rows, revision, listoptions.table_version(media)), media_type=formats.JSON
         )
     if one:
-        return listoptions.render(request, objects[0], media)
+        return listoptions.render(objects[0], media, listoptions.pretty(request))
     listed = {
         "kind": f"{kind}List",
         "apiVersion": "v1",
         "metadata": {"resourceVersion": str(revision)},
         "items": objects,
     }
-    return listoptions.render(request, listed, media)
+    return listoptions.render(listed, media, listoptions.pretty(request))
 
 
 def _namespace_cells(obj: dict[str, Any]) -> list[str]:

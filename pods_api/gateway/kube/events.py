@@ -84,4 +84,5 @@ async def events(core: Core, request: Request, namespace: str | None) -> Respons
     }
     media = listoptions.accepted(request)
     # No Table for events (they are not in discovery): the list, which every client accepts too.
-    return listoptions.render(request, listed, formats.JSON if media in listoptions.TABLES else media)
+    form = formats.JSON if media in listoptions.TABLES else media
+    return listoptions.render(listed, form, listoptions.pretty(request))

@@ -21,7 +21,7 @@ from pods_api.core.query.fields import escape_value, parse_fields
 from pods_api.core.query.selector import SelectorError, parse_selector
 from pods_api.core.query.view import View
 from pods_api.gateway.http import formats
-from pods_api.gateway.http.params import GO_BOOLEAN, GO_INTEGER, GO_STRING, Param
+from pods_api.gateway.http.params import GO_BOOLEAN, GO_INTEGER, GO_STRING, Args, Param
 from pods_api.gateway.kube.apistatus import (
     FieldError,
     KubeError,
@@ -53,32 +53,57 @@ _MATCH = "resourceVersionMatch"
 ECHO_LIMIT = 128
 
 
-# The parameters of the list and watch routes, declared once: what the OpenAPI document says
-# they take. The router hands them on as text; the readers below read them as the API server
-# does, when the route needs each (unknown ones are ignored, as upstream).
-LIST_PARAMS: tuple[Param[str | None], ...] = (
-    Param("labelSelector", GO_STRING, "Kubernetes label selector (`app=web,tier!=db`, `env in (a,b)`)."),
-    Param("fieldSelector", GO_STRING, "Kubernetes field selector, on the fields the API server allows."),
-    Param("limit", GO_INTEGER, "At most this many pods; `metadata.continue` fetches the rest."),
-    Param("continue", GO_STRING, "The `metadata.continue` of the previous page."),
-    Param("resourceVersion", GO_STRING, "pods-api's revision: list at least this new; watch after it."),
-    Param(_MATCH, GO_STRING, "`NotOlderThan` or `Exact`."),
-    Param("watch", GO_BOOLEAN, "Stream events, one JSON object per line."),
-    Param("allowWatchBookmarks", GO_BOOLEAN, "Watch: send BOOKMARK events."),
-    Param("sendInitialEvents", GO_BOOLEAN, "Watch: the current pods first, ended by an annotated BOOKMARK."),
-    Param("timeoutSeconds", GO_INTEGER, "Watch: end after this many seconds."),
-    Param("includeObject", GO_STRING, "Tables: `None`, `Metadata` (default) or `Object`."),
-    Param("pretty", GO_BOOLEAN, "Indented JSON."),
+# The parameters of the routes, declared once: what the OpenAPI document says they take. The
+# router hands them on as text (`Args`); the readers below read them as the API server does,
+# when the route needs each (unknown ones are ignored, as upstream).
+LABEL_SELECTOR = Param(
+    "labelSelector", GO_STRING, "Kubernetes label selector (`app=web,tier!=db`, `env in (a,b)`)."
 )
+FIELD_SELECTOR = Param(
+    "fieldSelector", GO_STRING, "Kubernetes field selector, on the fields the API server allows."
+)
+LIMIT = Param("limit", GO_INTEGER, "At most this many pods; `metadata.continue` fetches the rest.")
+CONTINUE = Param("continue", GO_STRING, "The `metadata.continue` of the previous page.")
+RESOURCE_VERSION = Param(
+    "resourceVersion", GO_STRING, "pods-api's revision: list at least this new; watch after it."
+)
+MATCH = Param(_MATCH, GO_STRING, "`NotOlderThan` or `Exact`.")
+WATCH = Param("watch", GO_BOOLEAN, "Stream events, one JSON object per line.")
+BOOKMARKS = Param("allowWatchBookmarks", GO_BOOLEAN, "Watch: send BOOKMARK events.")
+INITIAL_EVENTS = Param(
+    "sendInitialEvents", GO_BOOLEAN, "Watch: the current pods first, ended by an annotated BOOKMARK."
+)
+TIMEOUT = Param("timeoutSeconds", GO_INTEGER, "Watch: end after this many seconds.")
+INCLUDE_OBJECT = Param("includeObject", GO_STRING, "Tables: `None`, `Metadata` (default) or `Object`.")
+PRETTY = Param("pretty", GO_BOOLEAN, "Indented JSON.")
+LIST_PARAMS: tuple[Param[str | None], ...] = (
+    LABEL_SELECTOR,
+    FIELD_SELECTOR,
+    LIMIT,
+    CONTINUE,
+    RESOURCE_VERSION,
+    MATCH,
+    WATCH,
+    BOOKMARKS,
+    INITIAL_EVENTS,
+    TIMEOUT,
+    INCLUDE_OBJECT,
+    PRETTY,
+)
+GET_PARAMS: tuple[Param[str | None], ...] = (INCLUDE_OBJECT, PRETTY)
 
 
 def echo(value: str) -> str:
     return value if len(value) <= ECHO_LIMIT else f"{value[:ECHO_LIMIT]}… ({len(value)} characters)"
 
 
-def flag(request: Request, name: str) -> bool | None:
+def flag(args: Args, param: Param[str | None]) -> bool | None:
     """A boolean parameter; None when absent or empty."""
-    value = request.query_params.get(name)
+    return go_boolean(param.name, args[param])
+
+
+def go_boolean(name: str, value: str | None) -> bool | None:
+    """`value` of the parameter `name` as strconv.ParseBool reads it; None when absent or empty."""
     if value is None or value == "":
         return None
     if value in _GO_TRUE:
@@ -88,11 +113,18 @@ def flag(request: Request, name: str) -> bool | None:
     raise bad_request(f'{name}: Invalid value: "{echo(value)}": must be a boolean')
 
 
-def count(request: Request, name: str) -> int | None:
+def pretty(request: Request) -> bool | None:
+    """`pretty` of a FastAPI route (the cluster's objects, events), which the router does not
+    parse into Args."""
+    return go_boolean(PRETTY.name, request.query_params.get(PRETTY.name))
+
+
+def count(args: Args, param: Param[str | None]) -> int | None:
     """A non-negative integer parameter; None when absent or empty."""
-    value = request.query_params.get(name)
+    value = args[param]
     if value is None or value == "":
         return None
+    name = param.name
     try:
         number = int(value)
     except ValueError:
@@ -102,9 +134,9 @@ def count(request: Request, name: str) -> int | None:
     return number
 
 
-def revision(request: Request) -> int | None:
+def revision(args: Args) -> int | None:
     """resourceVersion: None when absent or "" (most recent), 0 for "0" (any)."""
-    value = request.query_params.get("resourceVersion")
+    value = args[RESOURCE_VERSION]
     if not value:
         return None
     try:
@@ -116,19 +148,18 @@ def revision(request: Request) -> int | None:
     return number
 
 
-def revision_match(request: Request) -> str:
+def revision_match(args: Args) -> str:
     """resourceVersionMatch as given ("" when absent); `validate` has refused other values."""
-    return request.query_params.get(_MATCH, "")
+    return args[MATCH] or ""
 
 
-def validate(request: Request) -> None:
+def validate(args: Args) -> None:
     """ListOptions as the API server validates them once decoded, a list's and a watch's apart
     (by the `watch` parameter, as upstream, even on the /watch/ paths): 422 Invalid with every
     refused field. The WatchList feature is on, as in every API server since 1.34."""
-    query = request.query_params
-    match, given, token = query.get(_MATCH, ""), query.get("resourceVersion", ""), query.get("continue", "")
-    initial = flag(request, "sendInitialEvents")
-    watch = flag(request, "watch") or False
+    match, given, token = args[MATCH] or "", args[RESOURCE_VERSION] or "", args[CONTINUE] or ""
+    initial = flag(args, INITIAL_EVENTS)
+    watch = flag(args, WATCH) or False
     causes = _watch_problems(match, initial, token) if watch else _list_problems(match, given, initial, token)
     if causes:
         raise invalid_list_options(causes)
@@ -171,11 +202,10 @@ def _watch_problems(match: str, initial: bool | None, token: str) -> list[FieldE
     return causes
 
 
-def view(request: Request, namespace: str | None, name: str | None = None) -> View:
+def view(args: Args, namespace: str | None, name: str | None = None) -> View:
     """The selectors; the namespace of the path is one more field requirement, and its name
     the field selector when none is given (apiserver handlers/get.go listOpts)."""
-    labels = request.query_params.get("labelSelector", "")
-    fields = request.query_params.get("fieldSelector", "")
+    labels, fields = args[LABEL_SELECTOR] or "", args[FIELD_SELECTOR] or ""
     if name is not None:
         fields = _named(fields, name)
     if namespace is not None:
@@ -184,6 +214,12 @@ def view(request: Request, namespace: str | None, name: str | None = None) -> Vi
         return View(selector=parse_selector(labels, fields))
     except SelectorError as exc:
         raise bad_request(str(exc)) from None
+
+
+def filtered(args: Args) -> bool:
+    """A label or field selector given (the namespace of the path is not one: upstream it is
+    the storage key's prefix, not the predicate)."""
+    return bool(args[LABEL_SELECTOR] or args[FIELD_SELECTOR])
 
 
 def _named(fields: str, name: str) -> str:
@@ -243,18 +279,18 @@ def table_version(media: str) -> str:
     return TABLE_V1BETA1 if media == TABLE_BETA else TABLE_V1
 
 
-def include(request: Request) -> IncludeObject:
+def include(args: Args) -> IncludeObject:
     """includeObject of a Table: None, Metadata (the default) or Object."""
-    value = request.query_params.get("includeObject") or "Metadata"
+    value = args[INCLUDE_OBJECT] or "Metadata"
     if value not in ("None", "Metadata", "Object"):
         raise bad_request(f'unrecognized includeObject value: "{echo(value)}"')
     return cast(IncludeObject, value)
 
 
-def render(request: Request, obj: Any, media: str) -> Response:
-    """`obj` as YAML, or JSON (indented with `pretty`)."""
+def render(obj: Any, media: str, pretty: bool | None) -> Response:
+    """`obj` as YAML, or JSON (indented if `pretty`)."""
     if media == formats.YAML:
         return Response(formats.render(obj, formats.Format.YAML), media_type=formats.YAML)
-    if flag(request, "pretty"):
+    if pretty:
         return Response(formats.render(obj, formats.Format.PRETTY), media_type=formats.JSON)
     return Response(orjson.dumps(obj), media_type=formats.JSON)

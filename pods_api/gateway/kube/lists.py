@@ -24,6 +24,7 @@ from pods_api.core.store.snapshot import Snapshot
 from pods_api.core.store.version import PodVersion
 from pods_api.gateway.http import formats
 from pods_api.gateway.http.body import SharedBody
+from pods_api.gateway.http.params import Args
 from pods_api.gateway.kube import listoptions
 from pods_api.gateway.kube import objects as kubeobjects
 from pods_api.gateway.kube.apistatus import bad_request, expired, too_large
@@ -42,18 +43,18 @@ class Lists:
         self.core = core
         self.snapshots: OrderedDict[int, Snapshot] = OrderedDict()
 
-    async def respond(self, request: Request, namespace: str | None) -> Response:
-        media, view = listoptions.accepted(request), listoptions.view(request, namespace)
-        include = listoptions.include(request) if media in listoptions.TABLES else "Metadata"
-        limit = listoptions.count(request, "limit") or 0
-        listoptions.validate(request)
+    async def respond(self, request: Request, args: Args, namespace: str | None) -> Response:
+        media, view = listoptions.accepted(request), listoptions.view(args, namespace)
+        include = listoptions.include(args) if media in listoptions.TABLES else "Metadata"
+        limit = listoptions.count(args, listoptions.LIMIT) or 0
+        listoptions.validate(args)
         self.core.http_lists.check()
-        snapshot, start = self.snapshot(request, request.query_params.get("continue"), limit)
+        snapshot, start = self.snapshot(args, args[listoptions.CONTINUE], limit)
         chosen, remaining = kubeobjects.page(await kubeobjects.key_ordered(snapshot, view), start, limit)
         token = kubeobjects.continue_token(snapshot.revision, chosen[-1]) if remaining else None
         if token is not None:
             self._keep(snapshot)
-        if _filtered(request):
+        if listoptions.filtered(args):
             # How many of the rest a selector would pass is not known without reading them
             # all: the API server leaves the count out then (storage.PrepareContinueToken).
             remaining = 0
@@ -75,14 +76,15 @@ class Lists:
                 ),
             )
             return SharedBody(body, media_type=formats.JSON, lists=self.core.http_lists)
-        if media == formats.JSON and not listoptions.flag(request, "pretty"):
+        pretty = listoptions.flag(args, listoptions.PRETTY)
+        if media == formats.JSON and not pretty:
             return SharedBody(
                 await self._json(snapshot, view, start, limit, chosen, token, remaining),
                 media_type=formats.JSON,
                 lists=self.core.http_lists,
             )
         listed = kubeobjects.list_object(snapshot.revision, chosen, token, remaining)
-        return listoptions.render(request, listed, media)
+        return listoptions.render(listed, media, pretty)
 
     @staticmethod
     async def _json(
@@ -101,12 +103,12 @@ class Lists:
             lambda: kubeobjects.list_bytes_sliced(snapshot.revision, chosen, token, remaining),
         )
 
-    def snapshot(self, request: Request, token: str | None, limit: int) -> tuple[Snapshot, Start]:
+    def snapshot(self, args: Args, token: str | None, limit: int) -> tuple[Snapshot, Start]:
         """The snapshot a list reads, and where its page starts, by resourceVersion semantics:
         "" most recent; "0" any (the most recent); N at least N (NotOlderThan, the default
         without a limit); N exactly N (Exact, or the default with a limit); a continue token the
         snapshot it came from."""
-        revision, match = listoptions.revision(request), listoptions.revision_match(request)
+        revision, match = listoptions.revision(args), listoptions.revision_match(args)
         if token:
             if revision:  # storage.ValidateListOptions: "0" may go with a continue token
                 raise bad_request("specifying resource version is not allowed when using continue")
@@ -143,9 +145,3 @@ class Lists:
         self.snapshots.move_to_end(snapshot.revision)
         while len(self.snapshots) > SNAPSHOTS_KEPT:
             self.snapshots.popitem(last=False)
-
-
-def _filtered(request: Request) -> bool:
-    """A label or field selector given (the namespace of the path is not one: upstream it is
-    the storage key's prefix, not the predicate)."""
-    return bool(request.query_params.get("labelSelector") or request.query_params.get("fieldSelector"))

@@ -81,7 +81,7 @@ def list_call(request: Request, args: Args) -> Call:
     """List or Watch, by `watch` read as the API server reads it (a bad value: a List, whose
     reading of its options answers 400)."""
     try:
-        watch = listoptions.flag(request, "watch")
+        watch = listoptions.flag(args, listoptions.WATCH)
     except KubeError:
         return Call(LIST)
     return Call(WATCH if watch else LIST)
@@ -185,6 +185,7 @@ class KubeRoutes:
                 (GET,),
                 named(GET),
                 self.get_pod,
+                listoptions.GET_PARAMS,
                 summary="One Kubernetes Pod, by namespace and name",
                 responses=GET_RESPONSES,
                 **common,
@@ -235,15 +236,15 @@ class KubeRoutes:
         ]
 
     async def watch_all(self, request: Request, call: Call, args: Args) -> Response:
-        return watching.respond(self.core, request, call, None)
+        return watching.respond(self.core, request, args, call, None)
 
     async def watch_namespaced(self, request: Request, call: Call, args: Args, namespace: str) -> Response:
-        return watching.respond(self.core, request, call, namespace)
+        return watching.respond(self.core, request, args, call, namespace)
 
     async def watch_named(
         self, request: Request, call: Call, args: Args, namespace: str, name: str
     ) -> Response:
-        return watching.respond(self.core, request, call, namespace, name)
+        return watching.respond(self.core, request, args, call, namespace, name)
 
     async def version(self) -> Response:
         return Response(orjson.dumps(kubeobjects.version_info()), media_type=formats.JSON)
@@ -258,15 +259,17 @@ class KubeRoutes:
         return Response(orjson.dumps(kubeobjects.API_RESOURCE_LIST), media_type=formats.JSON)
 
     async def all_pods(self, request: Request, call: Call, args: Args) -> Response:
-        return await self._list_or_watch(request, call, None)
+        return await self._list_or_watch(request, args, call, None)
 
     async def namespaced_pods(self, request: Request, call: Call, args: Args, namespace: str) -> Response:
-        return await self._list_or_watch(request, call, namespace)
+        return await self._list_or_watch(request, args, call, namespace)
 
-    async def _list_or_watch(self, request: Request, call: Call, namespace: str | None) -> Response:
+    async def _list_or_watch(
+        self, request: Request, args: Args, call: Call, namespace: str | None
+    ) -> Response:
         if call.name == WATCH:
-            return watching.respond(self.core, request, call, namespace)
-        return await self.lists.respond(request, namespace)
+            return watching.respond(self.core, request, args, call, namespace)
+        return await self.lists.respond(request, args, namespace)
 
     async def get_pod(self, request: Request, call: Call, args: Args, namespace: str, name: str) -> Response:
         media = listoptions.accepted(request)
@@ -276,12 +279,13 @@ class KubeRoutes:
         pod = hits[0].pod
         if media in listoptions.TABLES:
             version = listoptions.table_version(media)
-            include = listoptions.include(request)
+            include = listoptions.include(args)
             body = kubeobjects.table([(pod, pod.revision)], pod.revision, include, group_version=version)
             return Response(body, media_type=formats.JSON)
-        if media == formats.JSON and not listoptions.flag(request, "pretty"):
+        pretty = listoptions.flag(args, listoptions.PRETTY)
+        if media == formats.JSON and not pretty:
             return Response(kubeobjects.pod_bytes(pod, pod.revision), media_type=formats.JSON)
-        return listoptions.render(request, kubeobjects.pod_object(pod, pod.revision), media)
+        return listoptions.render(kubeobjects.pod_object(pod, pod.revision), media, pretty)
 
     async def all_events(self, request: Request) -> Response:
         """What this node observed of its containers (gateway/kube/events.py)."""

@@ -33,6 +33,7 @@ from pods_api.core.store.version import PodVersion
 from pods_api.core.store.watch import EventType, TookNothing, WatchEnded
 from pods_api.gateway.http import formats
 from pods_api.gateway.http.admission import Call
+from pods_api.gateway.http.params import Args
 from pods_api.gateway.http.watchbody import WatchBody, Wording
 from pods_api.gateway.kube import listoptions
 from pods_api.gateway.kube.apistatus import expired, from_status, too_large
@@ -146,16 +147,16 @@ WORDING = Wording(media_type=formats.JSON, ended=_ended)
 
 
 def respond(
-    core: Core, request: Request, call: Call, namespace: str | None, name: str | None = None
+    core: Core, request: Request, args: Args, call: Call, namespace: str | None, name: str | None = None
 ) -> Response:
     """The watch a request asks for, from where its resourceVersion and sendInitialEvents say;
     of one pod by `name` (the deprecated /api/v1/watch/namespaces/{ns}/pods/{name})."""
-    view, media = listoptions.view(request, namespace, name), listoptions.accepted(request)
-    revision = listoptions.revision(request)
-    initial = listoptions.flag(request, "sendInitialEvents")
-    bookmarks = listoptions.flag(request, "allowWatchBookmarks") or False
-    timeout = listoptions.count(request, "timeoutSeconds")
-    listoptions.validate(request)
+    view, media = listoptions.view(args, namespace, name), listoptions.accepted(request)
+    revision = listoptions.revision(args)
+    initial = listoptions.flag(args, listoptions.INITIAL_EVENTS)
+    bookmarks = listoptions.flag(args, listoptions.BOOKMARKS) or False
+    timeout = listoptions.count(args, listoptions.TIMEOUT)
+    listoptions.validate(args)
     current = core.cache.revision
     if revision and revision > current:
         raise too_large(revision, current)
@@ -170,7 +171,7 @@ def respond(
     # (apiserver's cacher, as it decides whether to send that bookmark).
     encoding = INITIAL_EVENTS if initial and bookmarks else JSON
     if media in listoptions.TABLES:
-        encoding = table_encoding(listoptions.include(request), listoptions.table_version(media))
+        encoding = table_encoding(listoptions.include(args), listoptions.table_version(media))
     # TooManyWatchers and ServerStopping are refusals the view answers as Status errors.
     watch = core.streams.open(view, since)
     frames = events(
