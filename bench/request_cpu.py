@@ -116,19 +116,20 @@ def run(trees: list[Path], pairs: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", type=Path, action="append", help="a checkout (repeatable); default: this one")
+    parser.add_argument("--tree", type=Path, action="append", help="a checkout (repeatable); default: here")
     parser.add_argument("--pairs", type=int, default=3, help="turns per checkout")
     args = parser.parse_args()
     trees = [t.resolve() for t in args.tree or [HERE]]
     got = run(trees, args.pairs)
     width = max(len(name) for name, _, _ in ROUTES)
-    print(f"thread CPU µs per request, least of {BATCHES} batches of {REQUESTS}, {PODS} pods; range over turns")
+    print(f"thread CPU µs per request, least of {BATCHES} batches of {REQUESTS}, {PODS} pods")
+    print("min-max (median) over the turns")
     print(" " * width + "".join(f"   {Path(t).name[-24:]:>24}" for t in got))
     for name, _, _ in ROUTES:
         cells = []
         for runs in got.values():
             values = runs.get(name, [])
-            cells.append(f"{min(values):.1f}–{max(values):.1f} ({statistics.median(values):.1f})")
+            cells.append(f"{min(values):.1f}-{max(values):.1f} ({statistics.median(values):.1f})")
         print(name.ljust(width) + "".join(f"   {c:>24}" for c in cells))
 
 
