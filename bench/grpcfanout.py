@@ -5,7 +5,12 @@ pre-made frame bytes to the same number of watchers (per watcher a deque, an Eve
 generator), no interceptors. The watchers read everything, from one channel in another process;
 ours and the floor take turns, and the CPU is the server process's, from /proc.
 
-    python bench/grpcfanout.py [--watchers 100] [--rate 20] [--seconds 5] [--rounds 3]
+With `--burst`, each change is every pod at once (a relist, a node's pods restarting: PODS events
+published in one turn of the loop), and `ours-batched` is pods-api again, its watchers on
+PodLookup's WatchPodBatches (several events to a message) instead of WatchPods: what a watcher
+behind a burst saves by taking one write per batch. Per-message `ours` is its floor then.
+
+    python bench/grpcfanout.py [--watchers 100] [--rate 20] [--seconds 5] [--rounds 3] [--burst]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from bench.server import cpu_seconds  # noqa: E402
 from bench.workloads import SYNC_FRAME  # noqa: E402
 
 WATCH = "/v1alpha1.Pods/WatchPods"
+BATCHES = "/podsapi.v1.PodLookup/WatchPodBatches"
 PODS = 110
 
 
@@ -50,8 +56,9 @@ def _versions() -> list[list[Any]]:
     return [[pod(i, phase) for i in range(PODS)] for phase in ("Running", "Failed")]
 
 
-async def _publish(rate: float, seconds: float, change: Any) -> None:
-    """On SIGUSR1: call change(n) `rate` times a second for `seconds`, then print "done"."""
+async def _publish(rate: float, seconds: float, change: Any, burst: bool = False) -> None:
+    """On SIGUSR1: call change(n) `rate` times a second for `seconds` (with `burst`, PODS
+    changes at once each time), then print "done"."""
     loop = asyncio.get_running_loop()
     go = asyncio.Event()
     loop.add_signal_handler(signal.SIGUSR1, go.set)
@@ -59,14 +66,16 @@ async def _publish(rate: float, seconds: float, change: Any) -> None:
     await go.wait()
     count = int(rate * seconds)
     start = loop.time()
+    each = PODS if burst else 1
     for n in range(count):
         await asyncio.sleep(max(0.0, start + n / rate - loop.time()))
-        change(n)
+        for k in range(n * each, (n + 1) * each):
+            change(k)
     print("done", flush=True)
     await asyncio.Event().wait()
 
 
-async def serve_ours(socket: str, rate: float, seconds: float) -> None:
+async def serve_ours(socket: str, rate: float, seconds: float, burst: bool = False) -> None:
     from pods_api.core.assembly import build_core
     from pods_api.core.config import Config
     from pods_api.core.grpc.server import create_server
@@ -79,10 +88,12 @@ async def serve_ours(socket: str, rate: float, seconds: float) -> None:
     server = create_server(core)
     server.add_insecure_port(f"unix:{socket}")
     await server.start()
-    await _publish(rate, seconds, lambda n: sink.upsert(versions[(n // PODS + 1) % 2][n % PODS]))
+    await _publish(rate, seconds, lambda n: sink.upsert(versions[(n // PODS + 1) % 2][n % PODS]), burst)
 
 
-async def serve_floor(socket: str, rate: float, seconds: float, write: bool = False) -> None:
+async def serve_floor(
+    socket: str, rate: float, seconds: float, write: bool = False, burst: bool = False
+) -> None:
     from pods_api.core.grpc.service import Contract, watch_frame
     from pods_api.core.store.watch import EventType
 
@@ -122,12 +133,20 @@ async def serve_floor(socket: str, rate: float, seconds: float, write: bool = Fa
     )
     server.add_insecure_port(f"unix:{socket}")
     await server.start()
-    await _publish(rate, seconds, change)
+    await _publish(rate, seconds, change, burst)
 
 
-async def watchers(socket: str, count: int, expect: int) -> None:
+def _batch_events(message: bytes) -> list[bytes]:
+    """The WatchPodsEvents of a WatchPodsBatch, as bytes (compared with SYNC_FRAME)."""
+    from pods_api.core.api.pb import podsapi_v1_pb2
+
+    return [event.SerializeToString() for event in podsapi_v1_pb2.WatchPodsBatch.FromString(message).events]
+
+
+async def watchers(socket: str, count: int, expect: int, batched: bool = False) -> None:
     """`count` watchers that read everything; print "ready" once all have their start, and
-    "all" once they hold `expect` live frames between them."""
+    "all" once they hold `expect` live events between them (with `batched`, on WatchPodBatches:
+    the events of each message)."""
     got = synced = 0
     reached = asyncio.Event()
     async with grpc.aio.insecure_channel(f"unix:{socket}") as channel:
@@ -135,16 +154,17 @@ async def watchers(socket: str, count: int, expect: int) -> None:
         async def one() -> None:
             nonlocal got, synced
             live = False
-            async for frame in channel.unary_stream(WATCH)(b""):
-                if live:
-                    got += 1
-                    if got >= expect:
-                        reached.set()
-                elif frame == SYNC_FRAME:
-                    live = True
-                    synced += 1
-                    if synced == count:
-                        print("ready", flush=True)
+            async for message in channel.unary_stream(BATCHES if batched else WATCH)(b""):
+                for frame in _batch_events(message) if batched else (message,):
+                    if live:
+                        got += 1
+                        if got >= expect:
+                            reached.set()
+                    elif frame == SYNC_FRAME:
+                        live = True
+                        synced += 1
+                        if synced == count:
+                            print("ready", flush=True)
 
         tasks = [asyncio.ensure_future(one()) for _ in range(count)]
         await reached.wait()
@@ -167,19 +187,26 @@ def _spawn(*args: str, tree: str | None = None) -> subprocess.Popen[str]:
 
 
 def run(
-    watcher_count: int, rate: float, seconds: float, rounds: int, servers: tuple[str, ...] = ("floor", "ours")
+    watcher_count: int,
+    rate: float,
+    seconds: float,
+    rounds: int,
+    servers: tuple[str, ...] = ("floor", "ours"),
+    burst: bool = False,
 ) -> dict[str, list[float]]:
-    """µs of server CPU per delivered frame, per round, for each server."""
+    """µs of server CPU per delivered event, per round, for each server."""
     results: dict[str, list[float]] = {who: [] for who in servers}
-    events = int(rate * seconds)
+    events = int(rate * seconds) * (PODS if burst else 1)
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for who in results:
                 socket = str(Path(tmp) / f"{len(results)}-{list(results).index(who)}.sock")
                 # "ours@TREE": pods-api's code from another checkout (a before/after comparison).
                 kind, _, tree = who.partition("@")
+                batched = kind == "ours-batched"
+                kind = "ours" if batched else kind
                 args = ("--serve", kind, socket, "--rate", str(rate), "--seconds", str(seconds))
-                server = _spawn(*args, tree=tree or None)
+                server = _spawn(*args, *(("--burst",) if burst else ()), tree=tree or None)
                 client = None
                 try:
                     _line(server.stdout, "ready")
@@ -190,6 +217,7 @@ def run(
                         str(watcher_count),
                         "--expect",
                         str(events * watcher_count),
+                        *(("--batched",) if batched else ()),
                     )
                     _line(client.stdout, "ready")
                     time.sleep(0.5)  # the start frames are through
@@ -219,6 +247,12 @@ def main() -> None:
         help="also a floor whose handler calls context.write instead of yielding",
     )
     parser.add_argument("--tree", action="append", default=[], help="also ours from this checkout")
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help=f"each change is all {PODS} pods at once; adds ours-batched (WatchPodBatches)",
+    )
+    parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=["ours", "floor", "floor-write"], help=argparse.SUPPRESS)
     parser.add_argument("--watch", metavar="SOCKET", help=argparse.SUPPRESS)
     parser.add_argument("--expect", type=int, help=argparse.SUPPRESS)
@@ -226,14 +260,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve:
         if args.serve == "ours":
-            asyncio.run(serve_ours(args.socket, args.rate, args.seconds))
+            asyncio.run(serve_ours(args.socket, args.rate, args.seconds, args.burst))
         else:
-            asyncio.run(serve_floor(args.socket, args.rate, args.seconds, write=args.serve == "floor-write"))
+            write = args.serve == "floor-write"
+            asyncio.run(serve_floor(args.socket, args.rate, args.seconds, write=write, burst=args.burst))
         return
     if args.watch:
-        asyncio.run(watchers(args.watch, args.watchers, args.expect))
+        asyncio.run(watchers(args.watch, args.watchers, args.expect, args.batched))
         return
-    frames = int(args.rate * args.seconds) * args.watchers
+    frames = int(args.rate * args.seconds) * args.watchers * (PODS if args.burst else 1)
     print(
         f"{args.watchers} gRPC watchers, {args.rate:g} changes/s for {args.seconds:g} s"
         f" ({frames} frames a run)"
@@ -242,9 +277,10 @@ def main() -> None:
         "floor",
         "ours",
         *(("floor-write",) if args.write_floor else ()),
+        *(("ours-batched",) if args.burst else ()),
         *(f"ours@{t}" for t in args.tree),
     )
-    got = run(args.watchers, args.rate, args.seconds, args.rounds, servers)
+    got = run(args.watchers, args.rate, args.seconds, args.rounds, servers, args.burst)
     ours, floor = statistics.median(got["ours"]), statistics.median(got["floor"])
     print("server CPU µs per delivered frame (median; runs)")
     for who, values in got.items():

@@ -94,6 +94,13 @@ def _kubelet_frame(data: bytes) -> tuple[int, bytes, bytes | None]:
     return event.type, event.pod, data
 
 
+def _batch_frames(data: bytes) -> list[tuple[int, bytes, bytes | None]]:
+    # A WatchPodsBatch: its events each as `_kubelet_frame` reads one (the frame serialized again
+    # from the type and the pod's bytes, which it holds unparsed: the same bytes).
+    events = lookup_pb.WatchPodsBatch.FromString(data).events
+    return [(event.type, event.pod, event.SerializeToString()) for event in events]
+
+
 def _documented_frame(data: bytes) -> tuple[int, bytes, bytes | None]:
     # PodWatchResponse{Pod pod = 1; EventType type = 2}: read the pod as bytes (GetPodResponse has
     # the same field 1) so it is never re-encoded, and the type from the field left unknown.
@@ -177,6 +184,11 @@ class Client:
             request_serializer=lookup_pb.WatchPodsRequest.SerializeToString,
             response_deserializer=_kubelet_frame,
         )
+        self._batch_watch = self._channel.unary_stream(
+            LOOKUP_SERVICE + "WatchPodBatches",
+            request_serializer=lookup_pb.WatchPodsRequest.SerializeToString,
+            response_deserializer=_batch_frames,
+        )
 
     async def list(
         self,
@@ -239,28 +251,33 @@ class Client:
         label_selector: str = "",
         field_selector: str = "",
         on_unknown: Callable[[int], None] | None = None,
+        batched: bool = False,
     ) -> AsyncGenerator[WatchEvent, None]:
         """ADDED for each existing pod, INITIAL_SYNC_COMPLETE, then live changes, until the
         server ends the stream (then the iterator raises the typed error, or just stops). With a
         label or field selector (pods-api only), the pods they select: a pod that stops matching
         comes as DELETED (its last matching state), one that starts matching as ADDED.
         A frame whose type is not one of EventType's (UNSPECIFIED, or a number from another
-        version of the API) is skipped, and its number told to `on_unknown`."""
-        if label_selector or field_selector:
+        version of the API) is skipped, and its number told to `on_unknown`.
+        `batched` (pods-api only): the same events, taken several to a message (PodLookup's
+        WatchPodBatches), which costs the server one write per batch for a watcher behind a
+        burst."""
+        metadata = mask_metadata(fields)
+        if label_selector or field_selector or batched:
             request = lookup_pb.WatchPodsRequest(label_selector=label_selector, field_selector=field_selector)
-            call = self._select_watch(request, metadata=mask_metadata(fields))
+            call = (self._batch_watch if batched else self._select_watch)(request, metadata=metadata)
         else:
-            call = self._watch(b"", metadata=mask_metadata(fields))
+            call = self._watch(b"", metadata=metadata)
         try:
-            async for kind, raw, frame in call:
-                if kind not in _EVENT_TYPES:
-                    if on_unknown is not None:
-                        on_unknown(kind)
-                    continue  # as the kubelet's own clients skip it
-                event_type = EventType(kind)
-                yield WatchEvent(
-                    event_type, None if event_type is EventType.INITIAL_SYNC_COMPLETE else Pod(raw), frame
-                )
+            async for message in call:
+                for kind, raw, frame in message if batched else (message,):
+                    if kind not in _EVENT_TYPES:
+                        if on_unknown is not None:
+                            on_unknown(kind)
+                        continue  # as the kubelet's own clients skip it
+                    event_type = EventType(kind)
+                    pod = None if event_type is EventType.INITIAL_SYNC_COMPLETE else Pod(raw)
+                    yield WatchEvent(event_type, pod, frame)
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(self.socket, exc) from None
         finally:

@@ -1,6 +1,7 @@
 """podsapi.v1.PodLookup, our extension on the Pods API socket (proto/podsapi_v1.proto): Lookup by
 container ID, pod IP or namespace and name, and ListPods and WatchPods with label and field
-selectors. The kubelet's v1alpha1.Pods stays exactly the kubelet's.
+selectors (WatchPodBatches: WatchPods' events, several to a message). The kubelet's
+v1alpha1.Pods stays exactly the kubelet's.
 
 Same rules as the Pods handlers (core/grpc/service.py): the mask comes from the
 `x-kubernetes-fieldmask` metadata, pods are the cache's encoded bytes, a list is assembled once
@@ -10,6 +11,8 @@ are the interceptors', from the call table.
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -23,8 +26,15 @@ from pods_api.core.store.cache import PodCache
 from pods_api.core.store.index import ContainerRef
 from pods_api.core.store.lookup import LookupKey, find
 from pods_api.core.store.stream import WatchStreams
+from pods_api.core.store.version import field_1_head
 
 SERVICE = lookup_pb.DESCRIPTOR.services_by_name["PodLookup"].full_name
+# A WatchPodBatches message holds at most this many events: past a few hundred, one more event
+# saves nothing of a write's cost, and a client takes a message whole before it reads an event.
+BATCH_EVENTS = 256
+# And this many bytes of them: a quarter of grpc's default 4 MiB receive limit, which every
+# client has unless it raises it (one pod larger than this goes alone, as on WatchPods).
+BATCH_BYTES = 1 << 20
 
 _KINDS = {
     "containerStatuses": lookup_pb.CONTAINER,
@@ -84,8 +94,28 @@ class LookupService:
         with self._streams.open(view) as watch:
             await send_bounded(context, watch.frames(self._encoding), self._send_timeout)
 
+    async def watch_pod_batches(
+        self, request: lookup_pb.WatchPodsRequest, context: grpc.aio.ServicerContext
+    ) -> None:
+        """WatchPods, every event that is ready in one WatchPodsBatch: a watcher behind a burst
+        takes one write per batch."""
+        view: View = parse_view(mask_text(context), request.label_selector, request.field_selector)
+        with self._streams.open(view) as watch:
+            batches = watch.batches(self._encoding, BATCH_EVENTS, BATCH_BYTES)
+            await send_bounded(context, _messages(batches), self._send_timeout)
 
-METHODS = ("Lookup", "ListPods", "WatchPods")
+
+async def _messages(batches: AsyncIterator[list[bytes]]) -> AsyncIterator[bytes]:
+    """Each list of WatchPodsEvent frames as a WatchPodsBatch: its events as field 1, as
+    protobuf serializes it, with no message built."""
+    async for batch in batches:
+        parts: list[bytes] = []
+        for event in batch:
+            parts += (field_1_head(len(event)), event)
+        yield b"".join(parts)
+
+
+METHODS = ("Lookup", "ListPods", "WatchPods", "WatchPodBatches")
 
 
 def handlers(service: LookupService) -> grpc.GenericRpcHandler:
@@ -95,6 +125,9 @@ def handlers(service: LookupService) -> grpc.GenericRpcHandler:
         "ListPods": grpc.unary_unary_rpc_method_handler(service.list_pods, parser(lookup_pb.ListPodsRequest)),
         "WatchPods": grpc.unary_stream_rpc_method_handler(
             service.watch_pods, parser(lookup_pb.WatchPodsRequest)
+        ),
+        "WatchPodBatches": grpc.unary_stream_rpc_method_handler(
+            service.watch_pod_batches, parser(lookup_pb.WatchPodsRequest)
         ),
     }
     return grpc.method_handlers_generic_handler(SERVICE, methods)

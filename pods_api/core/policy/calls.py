@@ -72,6 +72,8 @@ CALLS = Calls(
         # Our extension (podsapi.v1.PodLookup, and the gateway's lookups): an index lookup costs
         # what a Get costs, so it is limited and gated like one.
         "Lookup": Method("Lookup", limited=True, gated=True, metric="lookup"),
+        # PodLookup's WatchPods with several events to a message: a watch, counted as one.
+        "WatchPodBatches": Method("WatchPodBatches", limited=False, gated=True, metric="watch"),
     },
     # podsapi.v1.PodLookup's ListPods and WatchPods (with selectors) are the same calls as the
     # kubelet's, counted under their own api version label.

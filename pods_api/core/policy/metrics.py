@@ -31,13 +31,14 @@ class Metrics:
         self.requests = Counter(
             "kubelet_pod_requests", "Requests to the Pods API.", _REQUEST_LABELS, registry=r
         )
-        # One counter per call of the table, so a new call is counted without an edit here.
-        self.requests_by_method = {
-            call.name: Counter(
-                f"kubelet_pod_requests_{call.metric}", f"{call.name} requests.", _REQUEST_LABELS, registry=r
-            )
-            for call in calls
-        }
+        # One counter per metric of the call table, so a new call is counted without an edit
+        # here; calls that are one kind of request (WatchPods, WatchPodBatches) share theirs.
+        by_metric: dict[str, Counter] = {}
+        for call in calls:
+            if call.metric not in by_metric:
+                name = f"kubelet_pod_requests_{call.metric}"
+                by_metric[call.metric] = Counter(name, f"{call.name} requests.", _REQUEST_LABELS, registry=r)
+        self.requests_by_method = {call.name: by_metric[call.metric] for call in calls}
         self.fanout_delay = Delays(
             "pods_api_watch_event_delay_seconds",
             "From the cache publishing an event to a watcher's stream taking it.",

@@ -213,6 +213,33 @@ class Watch:
                 streams._delivered(event)
                 yield frame
 
+    async def batches(self, encoding: Encoding, most: int, size: int) -> AsyncIterator[list[bytes]]:
+        """The frames of `frames`, in lists: each of the frames that are ready when the
+        previous list has been taken, at most `most` of them or `size` bytes (a larger frame
+        goes alone). Never empty. Ends as `frames` does, once every frame ready is in a list."""
+        start = self._start(encoding)
+        self.snapshot, self.replay = None, []
+        batch = _Batch(most, size)
+        for chunk in start:
+            full = batch.add(chunk)
+            if full is not None:
+                yield full
+        del start
+        streams, view, watcher = self._streams, self.view, self.watcher
+        while True:
+            event = watcher.take()
+            if event is None:
+                if batch.frames:
+                    yield batch.take()
+                event = await watcher.get()
+            frame = streams.frame(event, encoding, view)
+            if frame is None:
+                continue
+            streams._delivered(event)
+            full = batch.add(frame)
+            if full is not None:
+                yield full
+
     def _start(self, encoding: Encoding) -> Start:
         snapshot, view = self.snapshot, self.view
         if snapshot is not None:
@@ -230,6 +257,29 @@ class Watch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Batch:
+    """The frames gathered for the next list of `Watch.batches`."""
+
+    def __init__(self, most: int, size: int) -> None:
+        self.most, self.size = most, size
+        self.frames: list[bytes] = []
+        self.held = 0
+
+    def add(self, frame: bytes) -> list[bytes] | None:
+        """Gathers `frame`; returns the frames before it if it would make them too many or too
+        large (it then starts the next list)."""
+        full = None
+        if self.frames and (len(self.frames) >= self.most or self.held + len(frame) > self.size):
+            full = self.take()
+        self.frames.append(frame)
+        self.held += len(frame)
+        return full
+
+    def take(self) -> list[bytes]:
+        frames, self.frames, self.held = self.frames, [], 0
+        return frames
 
 
 def _snapshot_frames(snapshot: Snapshot, encoding: Encoding, view: View) -> list[bytes]:

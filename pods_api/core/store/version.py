@@ -94,13 +94,17 @@ def exact_json(value: Any) -> bytes:
 
 def frame(pb: bytes) -> bytes:
     """`pb` as field 1 of a message: its tag, its length as a varint, then the bytes."""
-    size = len(pb)
+    return field_1_head(len(pb)) + pb
+
+
+def field_1_head(size: int) -> bytes:
+    """What comes before `size` bytes that are field 1 of a message: its tag and the length."""
     head = bytearray(_FIELD_1)
     while size > 0x7F:
         head.append((size & 0x7F) | 0x80)
         size >>= 7
     head.append(size)
-    return bytes(head) + pb
+    return bytes(head)
 
 
 @dataclass(eq=False, slots=True)

@@ -193,25 +193,33 @@ class Watcher:
         self._ended: WatchEnded | None = None
 
     async def get(self) -> PodEvent:
-        """The next event; raises WatchEnded when the watch is over.
-
-        Past capacity, a pod that changed once while the watcher was behind has its published
-        event as it is (whose frame every watcher then shares): it is the coalesced event."""
+        """The next event; raises WatchEnded when the watch is over."""
         while True:
-            if self._queue:
-                return self._queue.popleft()
-            pending = self._pending
-            while pending:
-                entry = pending.pop(next(iter(pending)))
-                if isinstance(entry, PodEvent):
-                    return entry
-                event = entry.event()
-                if event is not None:
-                    return event
+            event = self.take()
+            if event is not None:
+                return event
             if self._ended is not None:
                 raise self._ended
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    def take(self) -> PodEvent | None:
+        """The next event if one is here now, else None (then `get` waits for one, or says
+        why the watch is over).
+
+        Past capacity, a pod that changed once while the watcher was behind has its published
+        event as it is (whose frame every watcher then shares): it is the coalesced event."""
+        if self._queue:
+            return self._queue.popleft()
+        pending = self._pending
+        while pending:
+            entry = pending.pop(next(iter(pending)))
+            if isinstance(entry, PodEvent):
+                return entry
+            event = entry.event()
+            if event is not None:
+                return event
+        return None
 
     def close(self) -> None:
         """The stream that read this watcher has ended: its place among the open watches frees.

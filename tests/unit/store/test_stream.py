@@ -468,3 +468,35 @@ async def test_the_frame_cache_holds_at_most_its_bytes_and_watchers_still_share_
         kept, held = streams.frames_held
         assert 0 < held <= bound
         assert kept < 40
+
+
+async def test_batches_carry_the_frames_that_are_ready_in_order_and_end_as_frames_do() -> None:
+    """PodLookup's WatchPodBatches: each list is every frame ready when the one before it was
+    taken, up to its bounds; the frames and their order are `frames`' own."""
+    cache, streams, _ = setup()
+    sink = cache.source("a")
+    sink.replace([pod(str(i)) for i in range(5)])
+    with streams.open(View.EVERYTHING) as watch, streams.open(View.EVERYTHING) as single:
+        batches, frames = watch.batches(PLAIN, 4, 1 << 20), single.frames(PLAIN)
+        start = [await anext(batches), await anext(batches)]
+        assert [len(b) for b in start] == [4, 2], "the start (5 ADDED, SYNCED) in lists of at most 4"
+        for i in range(3):
+            sink.upsert(pod(str(i), "Unknown"))  # three changes, ready before the list is asked for
+        live = await asyncio.wait_for(anext(batches), TIMEOUT)
+        assert [orjson.loads(f)[:3] for f in live] == [
+            ["MODIFIED", r, str(i)]
+            for i, r in zip(range(3), range(cache.revision - 2, cache.revision + 1), strict=True)
+        ]
+        assert [*start[0], *start[1], *live] == [await anext(frames) for _ in range(9)]
+        cache.hub.stop()
+        with pytest.raises(ServerStopping):
+            await anext(batches)
+
+
+async def test_a_batch_holds_at_most_its_bytes_and_a_larger_frame_goes_alone() -> None:
+    cache, streams, _ = setup()
+    cache.source("a").replace([pod(str(i)) for i in range(3)])
+    with streams.open(View.EVERYTHING) as watch:
+        batches = watch.batches(PLAIN, 100, 1)
+        sizes = [len(await anext(batches)) for _ in range(4)]
+    assert sizes == [1, 1, 1, 1], "3 ADDED and SYNCED, each over the bound: each alone"

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from pods_api.core.api.pb import pods_v1alpha1_pb2 as pods__v1alpha1__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10podsapi_v1.proto\x12\npodsapi.v1\x1a\x13pods_v1alpha1.proto\"*\n\x07PodName\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\xa9\x01\n\rLookupRequest\x12#\n\x0c\x63ontainer_id\x18\x01 \x01(\tH\x00R\x0b\x63ontainerID\x12\x17\n\x06pod_ip\x18\x02 \x01(\tH\x00R\x05podIP\x12#\n\x04name\x18\x03 \x01(\x0b\x32\x13.podsapi.v1.PodNameH\x00\x12\x16\n\x0elabel_selector\x18\x04 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x05 \x01(\tB\x05\n\x03key\"e\n\tContainer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x04kind\x18\x02 \x01(\x0e\x32\x19.podsapi.v1.ContainerKind\x12!\n\x0c\x63ontainer_id\x18\x03 \x01(\tR\x0b\x63ontainerID\">\n\x05Match\x12\x0b\n\x03pod\x18\x01 \x01(\x0c\x12(\n\tcontainer\x18\x02 \x01(\x0b\x32\x15.podsapi.v1.Container\"4\n\x0eLookupResponse\x12\"\n\x07matches\x18\x01 \x03(\x0b\x32\x11.podsapi.v1.Match\"A\n\x0fListPodsRequest\x12\x16\n\x0elabel_selector\x18\x01 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x02 \x01(\t\"B\n\x10WatchPodsRequest\x12\x16\n\x0elabel_selector\x18\x01 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x02 \x01(\t*k\n\rContainerKind\x12\x1e\n\x1a\x43ONTAINER_KIND_UNSPECIFIED\x10\x00\x12\r\n\tCONTAINER\x10\x01\x12\x12\n\x0eINIT_CONTAINER\x10\x02\x12\x17\n\x13\x45PHEMERAL_CONTAINER\x10\x03\x32\xde\x01\n\tPodLookup\x12\x41\n\x06Lookup\x12\x19.podsapi.v1.LookupRequest\x1a\x1a.podsapi.v1.LookupResponse\"\x00\x12\x45\n\x08ListPods\x12\x1b.podsapi.v1.ListPodsRequest\x1a\x1a.v1alpha1.ListPodsResponse\"\x00\x12G\n\tWatchPods\x12\x1c.podsapi.v1.WatchPodsRequest\x1a\x18.v1alpha1.WatchPodsEvent\"\x00\x30\x01\x42\x0cZ\npodsapi/v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10podsapi_v1.proto\x12\npodsapi.v1\x1a\x13pods_v1alpha1.proto\"*\n\x07PodName\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\xa9\x01\n\rLookupRequest\x12#\n\x0c\x63ontainer_id\x18\x01 \x01(\tH\x00R\x0b\x63ontainerID\x12\x17\n\x06pod_ip\x18\x02 \x01(\tH\x00R\x05podIP\x12#\n\x04name\x18\x03 \x01(\x0b\x32\x13.podsapi.v1.PodNameH\x00\x12\x16\n\x0elabel_selector\x18\x04 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x05 \x01(\tB\x05\n\x03key\"e\n\tContainer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x04kind\x18\x02 \x01(\x0e\x32\x19.podsapi.v1.ContainerKind\x12!\n\x0c\x63ontainer_id\x18\x03 \x01(\tR\x0b\x63ontainerID\">\n\x05Match\x12\x0b\n\x03pod\x18\x01 \x01(\x0c\x12(\n\tcontainer\x18\x02 \x01(\x0b\x32\x15.podsapi.v1.Container\"4\n\x0eLookupResponse\x12\"\n\x07matches\x18\x01 \x03(\x0b\x32\x11.podsapi.v1.Match\"A\n\x0fListPodsRequest\x12\x16\n\x0elabel_selector\x18\x01 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x02 \x01(\t\"B\n\x10WatchPodsRequest\x12\x16\n\x0elabel_selector\x18\x01 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x02 \x01(\t\":\n\x0eWatchPodsBatch\x12(\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x18.v1alpha1.WatchPodsEvent*k\n\rContainerKind\x12\x1e\n\x1a\x43ONTAINER_KIND_UNSPECIFIED\x10\x00\x12\r\n\tCONTAINER\x10\x01\x12\x12\n\x0eINIT_CONTAINER\x10\x02\x12\x17\n\x13\x45PHEMERAL_CONTAINER\x10\x03\x32\xaf\x02\n\tPodLookup\x12\x41\n\x06Lookup\x12\x19.podsapi.v1.LookupRequest\x1a\x1a.podsapi.v1.LookupResponse\"\x00\x12\x45\n\x08ListPods\x12\x1b.podsapi.v1.ListPodsRequest\x1a\x1a.v1alpha1.ListPodsResponse\"\x00\x12G\n\tWatchPods\x12\x1c.podsapi.v1.WatchPodsRequest\x1a\x18.v1alpha1.WatchPodsEvent\"\x00\x30\x01\x12O\n\x0fWatchPodBatches\x12\x1c.podsapi.v1.WatchPodsRequest\x1a\x1a.podsapi.v1.WatchPodsBatch\"\x00\x30\x01\x42\x0cZ\npodsapi/v1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'podsapi_v1_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\npodsapi/v1'
-  _globals['_CONTAINERKIND']._serialized_start=625
-  _globals['_CONTAINERKIND']._serialized_end=732
+  _globals['_CONTAINERKIND']._serialized_start=685
+  _globals['_CONTAINERKIND']._serialized_end=792
   _globals['_PODNAME']._serialized_start=53
   _globals['_PODNAME']._serialized_end=95
   _globals['_LOOKUPREQUEST']._serialized_start=98
@@ -49,6 +49,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTPODSREQUEST']._serialized_end=555
   _globals['_WATCHPODSREQUEST']._serialized_start=557
   _globals['_WATCHPODSREQUEST']._serialized_end=623
-  _globals['_PODLOOKUP']._serialized_start=735
-  _globals['_PODLOOKUP']._serialized_end=957
+  _globals['_WATCHPODSBATCH']._serialized_start=625
+  _globals['_WATCHPODSBATCH']._serialized_end=683
+  _globals['_PODLOOKUP']._serialized_start=795
+  _globals['_PODLOOKUP']._serialized_end=1098
 # @@protoc_insertion_point(module_scope)

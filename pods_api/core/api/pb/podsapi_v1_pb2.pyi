@@ -80,3 +80,9 @@ class WatchPodsRequest(_message.Message):
     label_selector: str
     field_selector: str
     def __init__(self, label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ...) -> None: ...
+
+class WatchPodsBatch(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_pods_v1alpha1_pb2.WatchPodsEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[_pods_v1alpha1_pb2.WatchPodsEvent, _Mapping]]] = ...) -> None: ...

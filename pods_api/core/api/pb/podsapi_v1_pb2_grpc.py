@@ -50,6 +50,11 @@ class PodLookupStub:
                 request_serializer=podsapi__v1__pb2.WatchPodsRequest.SerializeToString,
                 response_deserializer=pods__v1alpha1__pb2.WatchPodsEvent.FromString,
                 _registered_method=True)
+        self.WatchPodBatches = channel.unary_stream(
+                '/podsapi.v1.PodLookup/WatchPodBatches',
+                request_serializer=podsapi__v1__pb2.WatchPodsRequest.SerializeToString,
+                response_deserializer=podsapi__v1__pb2.WatchPodsBatch.FromString,
+                _registered_method=True)
 
 
 class PodLookupServicer:
@@ -77,6 +82,17 @@ class PodLookupServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchPodBatches(self, request, context):
+        """WatchPods, several events to a message: each message carries every event that was ready when
+        the stream could send (at most 256 events or 1 MiB of them; a larger pod goes alone). The
+        events, their order and their ending are WatchPods' exactly. For a watcher that falls behind
+        a burst (a relist, a node's pods restarting): one write and one read per batch, where
+        WatchPods takes one per event.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PodLookupServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +110,11 @@ def add_PodLookupServicer_to_server(servicer, server):
                     servicer.WatchPods,
                     request_deserializer=podsapi__v1__pb2.WatchPodsRequest.FromString,
                     response_serializer=pods__v1alpha1__pb2.WatchPodsEvent.SerializeToString,
+            ),
+            'WatchPodBatches': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchPodBatches,
+                    request_deserializer=podsapi__v1__pb2.WatchPodsRequest.FromString,
+                    response_serializer=podsapi__v1__pb2.WatchPodsBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -177,6 +198,33 @@ class PodLookup:
             '/podsapi.v1.PodLookup/WatchPods',
             podsapi__v1__pb2.WatchPodsRequest.SerializeToString,
             pods__v1alpha1__pb2.WatchPodsEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchPodBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/podsapi.v1.PodLookup/WatchPodBatches',
+            podsapi__v1__pb2.WatchPodsRequest.SerializeToString,
+            podsapi__v1__pb2.WatchPodsBatch.FromString,
             options,
             channel_credentials,
             insecure,
