@@ -58,9 +58,33 @@ _CONTINUE_VERSION = "meta.k8s.io/v1"
 # -- one pod ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Splice:
+    """Where a version's JSON takes its resourceVersion: after `cut` bytes (then `before` and
+    `after` around the stamp), and from `resume` on (a source's own resourceVersion between the
+    two is replaced). Found once per version (PodVersion.kube_splice)."""
+
+    cut: int
+    resume: int
+    before: bytes
+    after: bytes
+
+
 def pod_bytes(pod: PodVersion, revision: int) -> bytes:
     """The pod's JSON with kind, apiVersion and `metadata.resourceVersion` = revision, in Go's
     key order: the cached bytes with the revision spliced in after the fields that precede it."""
+    splice = pod.kube_splice
+    if not isinstance(splice, _Splice):
+        splice = _splice(pod)
+        if splice is None:  # not the codec's layout: say it by re-encoding (never seen)
+            return _POD_HEAD + orjson.dumps(pod_object(pod, revision))[1:]
+        pod.kube_splice = splice
+    body = memoryview(pod.json_bytes)
+    stamp = b'%s"resourceVersion":"%d"%s' % (splice.before, revision, splice.after)
+    return b"".join((_POD_HEAD, body[1 : splice.cut], stamp, body[splice.resume :]))
+
+
+def _splice(pod: PodVersion) -> _Splice | None:
     body = pod.json_bytes
     metadata = pod.json.get("metadata") or {}
     head = {}
@@ -69,20 +93,17 @@ def pod_bytes(pod: PodVersion, revision: int) -> bytes:
             break
         head[key] = value
     prefix = orjson.dumps({"metadata": head})[:-2]  # `{"metadata":{...` without the closing `}}`
-    if not body.startswith(prefix):  # not the codec's layout: say it by re-encoding (never seen)
-        return _POD_HEAD + orjson.dumps(pod_object(pod, revision))[1:]
-    rest = body[len(prefix) :]
+    if not body.startswith(prefix):
+        return None
+    cut = resume = len(prefix)
     separator = b"," if head else b""
     if "resourceVersion" in metadata:  # the source's own (an API server's): replaced, not kept
         old = separator + b'"resourceVersion":' + orjson.dumps(metadata["resourceVersion"])
-        if not rest.startswith(old):
-            return _POD_HEAD + orjson.dumps(pod_object(pod, revision))[1:]
-        rest = rest[len(old) :]
-    stamp = b'"resourceVersion":"%d"' % revision
-    if not head and not rest.startswith((b",", b"}")):
-        stamp += b","
-    joined = prefix + separator + stamp + rest
-    return _POD_HEAD + joined[1:]
+        if not body.startswith(old, cut):
+            return None
+        resume += len(old)
+    after = b"," if not head and not body.startswith((b",", b"}"), resume) else b""
+    return _Splice(cut, resume, separator, after)
 
 
 def pod_object(pod: Masked, revision: int) -> dict[str, Any]:

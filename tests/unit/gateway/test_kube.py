@@ -482,3 +482,6 @@ def test_spliced_revision_is_the_pod_with_that_resource_version(pod: Any, revisi
     assert decoded["metadata"]["resourceVersion"] == str(revision)
     others = [k for k in version.json.get("metadata", {}) if k != "resourceVersion"]
     assert [k for k in decoded["metadata"] if k != "resourceVersion"] == others
+    # Where it splices is found once per version and kept: the next revision's bytes from it.
+    assert version.kube_splice is not None
+    assert orjson.loads(kubeobjects.pod_bytes(version, 7)) == kubeobjects.pod_object(version, 7)
