@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 
-from pods_api.core.grpc.service import Contract, watch_encoding
+from pods_api.core.grpc.service import ServiceName, watch_encoding
 from pods_api.core.query.fieldmask import parse_mask
 from pods_api.core.query.view import View
 from pods_api.core.store.cache import PodCache
@@ -42,7 +42,7 @@ async def ours(pods: int, watchers: int, events: int, view: View) -> float:
     versions = [[pod(i, phase) for i in range(pods)] for phase in ("Running", "Failed")]
     sink = cache.source("bench")
     sink.replace(versions[0])
-    encoding = watch_encoding(Contract.V1ALPHA1)
+    encoding = watch_encoding(ServiceName.V1ALPHA1)
     frames = [streams.open(view).frames(encoding) for _ in range(watchers)]
     for stream in frames:
         for _ in range(pods + 1):  # the start
