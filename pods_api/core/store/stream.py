@@ -198,10 +198,7 @@ class Watch:
     async def frames(self, encoding: Encoding) -> AsyncIterator[bytes]:
         """The start, then one frame per live event the view shows. Ends by raising
         ServerStopping (WatchEnded); never returns."""
-        start = self._start(encoding)
-        # The start is made: let go of the snapshot (or the replay), so a long-lived watch does
-        # not pin the pods and start frames of the revision it began at once the cache moves on.
-        self.snapshot, self.replay = None, []
+        start = self._take_start(encoding)
         for chunk in start:
             yield chunk
         del start, chunk
@@ -217,8 +214,7 @@ class Watch:
         """The frames of `frames`, in lists: each of the frames that are ready when the
         previous list has been taken, at most `most` of them or `size` bytes (a larger frame
         goes alone). Never empty. Ends as `frames` does, once every frame ready is in a list."""
-        start = self._start(encoding)
-        self.snapshot, self.replay = None, []
+        start = self._take_start(encoding)
         batch = _Batch(most, size)
         for chunk in start:
             full = batch.add(chunk)
@@ -239,6 +235,14 @@ class Watch:
             full = batch.add(frame)
             if full is not None:
                 yield full
+
+    def _take_start(self, encoding: Encoding) -> Start:
+        """The start, made; then the snapshot (or the replay) is let go, so a long-lived watch
+        does not pin the pods and start frames of the revision it began at once the cache moves
+        on."""
+        start = self._start(encoding)
+        self.snapshot, self.replay = None, []
+        return start
 
     def _start(self, encoding: Encoding) -> Start:
         snapshot, view = self.snapshot, self.view
