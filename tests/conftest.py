@@ -18,8 +18,8 @@ E2E = Path(__file__).resolve().parent / "e2e"
 # Fixtures every wing may use: the in-process gateway (gateway, make_gateway), go_build and
 # go_remarshal (Go's own bytes of pods), one containerd per session (runtime, kubelet), the sweep
 # that kills any `pods-api serve` a test left running (serve), and the real kubelet v1.37.2 per
-# module (real_kubelet).
-pytest_plugins = ["gatewayharness", "gobuild", "gomarshal", "containerd", "serve", "realkubelet"]
+# module (real_kubelet), and the real one-node cluster per module (real_cluster).
+pytest_plugins = ["gatewayharness", "gobuild", "gomarshal", "containerd", "serve", "realkubelet", "cluster"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,6 +54,7 @@ NEEDS = {
     "gobuild": "needs_go",
     "realkubelet": "needs_kubelet",
     "realapiserver": "needs_apiserver",
+    "cluster": "needs_cluster",
 }
 
 

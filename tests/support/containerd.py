@@ -33,6 +33,7 @@ from pathlib import Path
 import grpc
 import pytest
 from daemon import Unavailable, spawn, terminate, wait_answering
+from netns import NetNs
 
 from pods_api.sources.cri.pb import cri_runtime_v1_pb2 as cri
 from pods_api.sources.cri.pb import cri_runtime_v1_pb2_grpc as cri_grpc
@@ -166,10 +167,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 @dataclass
 class Containerd:
-    """One containerd process in `root`; restartable, keeping its state (as on a node)."""
+    """One containerd process in `root`; restartable, keeping its state (as on a node). With
+    `netns`, it runs there: so do its host-network pods, and its CNI plugins make the pods'
+    network there (the cluster lab's node)."""
 
     root: Path
     proc: subprocess.Popen[bytes] | None = None
+    netns: NetNs | None = None
 
     @property
     def socket(self) -> Path:
@@ -185,7 +189,8 @@ class Containerd:
             for sub in ("cni/bin", "cni/conf", "runc"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
             config.write_text(_config(self.root))
-        self.proc = spawn(["containerd", "--config", str(config)], self.log)
+        args = ["containerd", "--config", str(config)]
+        self.proc = spawn(self.netns.enter(args) if self.netns else args, self.log)
         wait_answering(self.proc, self.socket, self._answers, "containerd's CRI", self.log, TIMEOUT)
 
     def _answers(self) -> bool:

@@ -45,7 +45,9 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from daemon import Unavailable, log_tail, spawn, terminate
+from netns import NetNs
 from realkubelet import _on_signal, binary
+from tcpcut import Link
 
 APISERVER = "kube-apiserver"
 ETCD = "./cmd/etcd"
@@ -94,6 +96,19 @@ class ControlPlane:
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     apiserver_flags: tuple[str, ...] = ()
+    # The authorizers, in order: RBAC alone, or the cluster lab's Node,RBAC (a kubelet's own
+    # identity reads only what its node's pods need, as on a real cluster).
+    authorization: str = "RBAC"
+    # More static tokens than the admin's: token -> (user, groups), added by `user()`.
+    users: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    # With a network namespace (the cluster lab's node), both run in it, as on a control-plane
+    # node: the API server on every address there at port 443 (the `kubernetes` Service's port,
+    # which in-cluster clients dial at its ClusterIP, with no kube-proxy in between),
+    # advertising `advertise`; relays on this machine's loopback, at `port` and `etcd_port`,
+    # reach both, so everything here talks to them as before.
+    netns: NetNs | None = None
+    advertise: str = "127.0.0.1"
+    links: dict[int, Link] = field(default_factory=dict)
     etcd_proc: subprocess.Popen[bytes] | None = None
     apiserver_proc: subprocess.Popen[bytes] | None = None
 
@@ -127,7 +142,8 @@ class ControlPlane:
             f"-listen-client-url={self.etcd_url}",
             f"-listen-peer-url=http://127.0.0.1:{self.etcd_peer_port}",
         ]
-        self.etcd_proc = spawn(args, self.root / "etcd.log")
+        self.etcd_proc = spawn(self._enter(args), self.root / "etcd.log")
+        self._relay(self.etcd_port, self.etcd_port)
         self._wait(self.etcd_proc, "etcd", self.root / "etcd.log", ETCD_TIMEOUT, self._etcd_healthy)
 
     def stop_etcd(self) -> None:
@@ -143,23 +159,22 @@ class ControlPlane:
         args = [
             str(self.apiserver_binary),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            "--endpoint-reconciler-type=none",  # else it refuses a loopback advertise address
-            f"--secure-port={self.port}",
+            *self._addresses(),
             f"--cert-dir={pki}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.key'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
+            f"--authorization-mode={self.authorization}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--etcd-compaction-interval=0",  # the tests compact, when they mean to
             f"--audit-policy-file={self._audit_policy()}",
             f"--audit-log-path={self.audit_log}",
             *flags,
         ]
-        self.apiserver_proc = spawn(args, self.log)
+        self.apiserver_proc = spawn(self._enter(args), self.log)
+        if self.netns is not None:
+            self._relay(self.port, 443)
         self._wait(self.apiserver_proc, "kube-apiserver", self.log, READY_TIMEOUT, self._apiserver_ready)
 
     def stop_apiserver(self) -> None:
@@ -174,6 +189,24 @@ class ControlPlane:
     def stop(self) -> None:
         self.stop_apiserver()
         self.stop_etcd()
+        for link in self.links.values():
+            link.close()
+        self.links.clear()
+
+    def _addresses(self) -> list[str]:
+        if self.netns is None:
+            # Else it refuses a loopback advertise address.
+            loopback = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
+            return [*loopback, "--endpoint-reconciler-type=none", f"--secure-port={self.port}"]
+        return ["--bind-address=0.0.0.0", f"--advertise-address={self.advertise}", "--secure-port=443"]
+
+    def _enter(self, args: list[str]) -> list[str]:
+        return self.netns.enter(args) if self.netns else args
+
+    def _relay(self, port: int, inside: int) -> None:
+        """This machine's 127.0.0.1:port to the namespace's 127.0.0.1:inside, once."""
+        if self.netns is not None and port not in self.links:
+            self.links[port] = Link(inside, port, server_netns=self.netns)
 
     def log_tail(self, lines: int = 8) -> str:
         return log_tail(self.log, lines)
@@ -192,7 +225,26 @@ class ControlPlane:
                 )
             )
         # token,user,uid,"group,...": the kube-apiserver's static token file.
-        (pki / "tokens.csv").write_text(f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        lines = [f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"']
+        lines += [
+            f'{token},{user},{user},"{",".join(groups)}"' for token, (user, groups) in self.users.items()
+        ]
+        (pki / "tokens.csv").write_text("\n".join(lines) + "\n")
+
+    def user(self, name: str, *groups: str) -> str:
+        """A static token for user `name` in `groups` (read at the API server's next start)."""
+        for token, (user, _) in self.users.items():
+            if user == name:
+                return token
+        token = secrets.token_hex(16)
+        self.users[token] = (name, groups)
+        return token
+
+    @property
+    def serving_ca(self) -> Path:
+        """The API server's self-signed serving certificate and the CA that signed it, as it
+        wrote them in its cert dir: what in-cluster clients are given to trust (ca.crt)."""
+        return self.root / "pki" / "apiserver.crt"
 
     def _audit_policy(self) -> Path:
         """Every request on pods by anyone but the admin, at Metadata level (its URI, verb, user

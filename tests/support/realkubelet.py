@@ -304,9 +304,16 @@ class Node:
     def start(self) -> None:
         """Start the kubelet; return once its Pods API answers ListPods (its sources are ready)."""
         config = self.root / "kubelet-config.yaml"
-        config.write_text(yaml.safe_dump(_config(self.root, self.runtime)))
+        config.write_text(yaml.safe_dump(self.config()))
         self.socket.unlink(missing_ok=True)
-        args = [
+        self.proc = spawn(self.args(config), self.log)
+        self.wait_started()
+
+    def config(self) -> dict[str, Any]:
+        return _config(self.root, self.runtime)
+
+    def args(self, config: Path) -> list[str]:
+        return [
             str(self.kubelet_binary),
             f"--config={config}",
             f"--root-dir={self.root / 'kubelet'}",
@@ -314,7 +321,9 @@ class Node:
             f"--hostname-override={NODE}",
             "--enable-server=false",
         ]
-        self.proc = spawn(args, self.log)
+
+    def wait_started(self) -> None:
+        assert self.proc is not None
         # Short intervals: catching "Kubelet is initializing" needs an early ask.
         wait_answering(self.proc, self.socket, self._answers, "the kubelet", self.log, TIMEOUT, 0.02)
 

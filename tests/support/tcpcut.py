@@ -3,7 +3,8 @@ open connection is reset and new ones are refused, as a node cut off from its co
 it; the server behind it keeps running, so a test changes and compacts its state meanwhile.
 
 It relays bytes only (TLS passes through untouched), in a thread of its own, so a test may block
-while it relays.
+while it relays. Its server may be inside a network namespace of the lab's (tests/support/netns.py):
+how this machine reaches the cluster lab's API server, which lives in its node's namespace.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 import socket
 import threading
 
+from netns import NetNs, connect
+
 # Safety net for the link's own start and stop, which take milliseconds.
 WAIT = 20.0
 # Bytes read per relay step: big enough that a List of thousands of pods is a few hundred reads.
@@ -20,11 +23,14 @@ CHUNK = 256 * 1024
 
 
 class Link:
-    """`Link(server_port)`; `.port` is where clients connect. `cut()` and `mend()` toggle it."""
+    """`Link(server_port)`; `.port` is where clients connect. `cut()` and `mend()` toggle it.
+    It listens on 127.0.0.1:`port` (a free port by default); with `server_netns`, the server is
+    127.0.0.1:server_port inside that network namespace, not on this machine's loopback."""
 
-    def __init__(self, server_port: int) -> None:
+    def __init__(self, server_port: int, port: int = 0, server_netns: NetNs | None = None) -> None:
         self.server_port = server_port
-        self.port = 0
+        self.port = port
+        self._connector = server_netns.connector() if server_netns else None
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -45,6 +51,8 @@ class Link:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(WAIT)
         self._loop.close()
+        if self._connector is not None:
+            self._connector.shutdown(wait=False)
 
     def _call(self, coroutine: object) -> None:
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(WAIT)  # type: ignore[arg-type]
@@ -69,7 +77,13 @@ class Link:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.server_port)
+            if self._connector is None:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.server_port)
+            else:
+                sock = await self._loop.run_in_executor(
+                    self._connector, connect, "127.0.0.1", self.server_port
+                )
+                up_reader, up_writer = await asyncio.open_connection(sock=sock)
         except OSError:
             writer.transport.abort()
             return
