@@ -10,8 +10,7 @@ import ipaddress
 import subprocess
 from typing import Any
 
-from cluster import BRIDGE, NODE_IP, POD_CIDR, Cluster
-from containerd import IMAGE
+from cluster import BRIDGE, NODE_IP, POD_CIDR, Cluster, container, deployment
 from podrecorder import list_pods
 from realkubelet import NODE
 
@@ -20,28 +19,9 @@ from pods_api.core.api.codec import pod_from_bytes
 NAMESPACE = "lab"
 
 
-def deployment(name: str, replicas: int) -> dict[str, Any]:
-    """A Deployment of busybox sleepers on the pod network (the lab's local image)."""
-    labels = {"app": name}
-    container = {
-        "name": "main",
-        "image": IMAGE,
-        "imagePullPolicy": "Never",
-        "command": ["sleep", "3600"],
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"terminationGracePeriodSeconds": 1, "containers": [container]},
-            },
-        },
-    }
+def sleepers(name: str, replicas: int) -> dict[str, Any]:
+    """A Deployment of busybox sleepers on the pod network."""
+    return deployment(name, NAMESPACE, replicas, [container("main", ["sleep", "3600"])])
 
 
 def running_pods(cluster: Cluster, app: str, count: int) -> list[dict[str, Any]]:
@@ -77,7 +57,7 @@ def test_the_kubelet_is_registered_under_its_own_node_identity(real_cluster: Clu
 def test_a_deployment_s_pods_run_with_ips_of_the_pod_network(real_cluster: Cluster) -> None:
     real_cluster.kubectl("create", "namespace", NAMESPACE)
     real_cluster.wait_service_account(NAMESPACE)
-    real_cluster.apply(deployment("web", 3))
+    real_cluster.apply(sleepers("web", 3))
     pods = running_pods(real_cluster, "web", 3)
     network = ipaddress.ip_network(POD_CIDR)
     ips = {pod["status"]["podIP"] for pod in pods}

@@ -19,31 +19,34 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from kubeletcompare import (
+    GROUPS,
+    TYPES,
+    WHOLE,
+    Action,
+    Moment,
+    disagreement,
+    every_pod,
+    get_answer,
+    settle,
+)
 from podrecorder import Event, Recorder, get_pod, list_pods, uid_of
 from realkubelet import Node, static_name, static_pod
-from released import ADDED, DELETED, MODIFIED, SYNCED
+from released import DELETED, SYNCED
 from serve import Served, start
 
 from pods_api.core.api.codec import pod_from_bytes
 
-# Seconds without a kubelet event that count as settled: its status manager sends a pod's
-# changes within a second of each other (ADDED, MODIFIED, MODIFIED on start).
-QUIET = 3.0
-# How long pods-api may take to agree with the kubelet after it settled: the standalone relists
-# CRI every second and re-reads the directory on inotify; a loaded machine stretches both.
-AGREE = 12.0
 # The crash loop's back-off starts at 10 s and doubles: a wait that sees two restarts is ~40 s
 # quiet, and more than twice that on a loaded machine (its sync loop and containerd both slow).
 CRASH_TIMEOUT = 180.0
-TYPES = {ADDED: "ADDED", MODIFIED: "MODIFIED", DELETED: "DELETED", SYNCED: "SYNCED"}
 MODES = ("bridge", "standalone")
 
 SLEEPER = ["sleep", "3600"]
@@ -122,18 +125,6 @@ def crash_looping(pods: dict[str, dict[str, Any]]) -> bool:
         and statuses[0].get("restartCount", 0) >= 2
         and "terminated" in statuses[0].get("lastState", {})
     )
-
-
-@dataclass(frozen=True)
-class Action:
-    id: str
-    what: str
-    do: Callable[[Node], None]
-    # The kubelet's state that ends the action (ListPods by name); None: the log lines `logged`
-    # (a refused manifest is announced nowhere else).
-    reached: Callable[[dict[str, dict[str, Any]]], bool] | None
-    logged: tuple[str, ...] = ()
-    timeout: float = 60.0
 
 
 def _two_running(node: Node) -> None:
@@ -218,229 +209,6 @@ ACTIONS = [
 ]
 
 
-# -- what each server answered at a settled moment ----------------------------------------------
-
-
-@dataclass
-class Answer:
-    """One server's ListPods and GetPod (by UID; an error as "CODE: details") at a settled
-    moment, its watch's events during the action (see `watched`), and the pods
-    a watcher holds (by UID, as raw bytes) after them."""
-
-    listed: list[bytes]
-    got: dict[str, bytes | str]
-    events: list[Event]
-    held: dict[str, bytes]
-    known: set[str]  # the UIDs its watch had announced before the action
-
-
-@dataclass
-class Moment:
-    action: Action
-    answers: dict[str, Answer] = field(default_factory=dict)  # "kubelet", "bridge", "standalone"
-    # What the kubelet and the standalone logged during the action (how each refuses a manifest).
-    logs: dict[str, list[str]] = field(default_factory=dict)
-
-
-def _get(target: str, uid: str) -> bytes | str:
-    answer = get_pod(target, uid)
-    if isinstance(answer, grpc.RpcError):
-        return f"{answer.code().name}: {answer.details()}"
-    return answer
-
-
-def watched(events: list[Event]) -> list[Event]:
-    """The pod events, as a watcher that reconnects whenever the stream ends sees them (a
-    reconnected stream's replay of ADDEDs included): sync markers and stream ends left out."""
-    return [event for event in events if not event.end and event.type != SYNCED]
-
-
-def held(events: list[Event]) -> dict[str, bytes]:
-    """What a watcher holds after these events (all of a recorder's): its latest stream's state."""
-    state: dict[str, bytes] = {}
-    stream = 0
-    for event in events:
-        if event.stream != stream:
-            state, stream = {}, event.stream
-        if event.type in (ADDED, MODIFIED):
-            state[event.uid] = event.pod
-        elif event.type == DELETED:
-            state.pop(event.uid, None)
-    return state
-
-
-def answer(target: str, uids: set[str], recorder: Recorder, mark: int) -> Answer:
-    listed = list_pods(target)
-    everyone = uids | {uid_of(pod) for pod in listed}
-    got = {uid: _get(target, uid) for uid in sorted(everyone)}
-    events = recorder.since(0)
-    known = {event.uid for event in events[:mark] if event.pod}
-    return Answer(listed, got, watched(events[mark:]), held(events), known)
-
-
-# -- the field groups ---------------------------------------------------------------------------
-
-
-def _status(pod: dict[str, Any]) -> dict[str, Any]:
-    status: dict[str, Any] = pod.get("status", {})
-    return status
-
-
-RESOURCE_KEYS = ("resources", "allocatedResources")
-
-
-def _container_statuses(pod: dict[str, Any]) -> Any:
-    statuses = _status(pod).get("containerStatuses", [])
-    return [{k: v for k, v in s.items() if k not in RESOURCE_KEYS} for s in statuses]
-
-
-def _resources(pod: dict[str, Any]) -> Any:
-    status = _status(pod)
-    return {
-        "pod": {k: status.get(k) for k in RESOURCE_KEYS},
-        "containers": [{k: s.get(k) for k in RESOURCE_KEYS} for s in status.get("containerStatuses", [])],
-    }
-
-
-# A field group: what of a decoded pod it compares.
-GROUPS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "metadata": lambda pod: pod.get("metadata"),
-    "spec": lambda pod: pod.get("spec"),
-    "phase": lambda pod: _status(pod).get("phase"),
-    "conditions": lambda pod: _status(pod).get("conditions"),
-    "containerStatuses": _container_statuses,
-    "resources": _resources,
-}
-# Comparisons of a whole answer, beside the field groups.
-WHOLE = ("uids", "bytes", "watch-types", "watch-bytes", "watch-held", "watch-held-bytes")
-
-
-def by_uid(answer: Answer, group: str, uids: set[str]) -> dict[str, Any]:
-    """What `group` is of each pod in uids, from ListPods and GetPod: {uid: {"list": .., "get": ..}}."""
-    pick = GROUPS[group]
-    listed = {uid_of(pod): pick(pod_from_bytes(pod)) for pod in answer.listed}
-    got = {
-        uid: pick(pod_from_bytes(pod)) if isinstance(pod, bytes) else pod for uid, pod in answer.got.items()
-    }
-    return {uid: {"list": listed.get(uid), "get": got.get(uid)} for uid in sorted(uids)}
-
-
-def _exact_types(events: list[Event], known: set[str]) -> dict[str, list[str]]:
-    """Per UID, the event types in order: what the bridge, relaying the kubelet's events one for
-    one, must send."""
-    out: dict[str, list[str]] = {}
-    for event in events:
-        out.setdefault(event.uid, []).append(TYPES[event.type])
-    return out
-
-
-def _shape(events: list[Event], known: set[str]) -> dict[str, list[str]]:
-    """Per UID, the watch's shape: ADDED when first announced, one MODIFIED for any run of
-    updates (an ADDED of a UID already announced included), then DELETED. What the standalone,
-    which derives its events from CRI and the directory rather than from the kubelet's status
-    manager, owes: how many updates the kubelet sends, and whether it re-sends ADDED, is its own
-    timing."""
-    out: dict[str, list[str]] = {}
-    for event in events:
-        kinds = out.setdefault(event.uid, [])
-        name = TYPES[event.type]
-        if name == "ADDED" and (kinds or event.uid in known):
-            name = "MODIFIED"
-        if not (name == "MODIFIED" and kinds[-1:] == ["MODIFIED"]):
-            kinds.append(name)
-    return out
-
-
-WATCH_TYPES = {"bridge": _exact_types, "standalone": _shape}
-
-
-def whole(answer: Answer, group: str, uids: set[str], mode: str) -> dict[str, Any]:
-    if group == "uids":  # which pods are served, in which order, and which GetPod finds
-        got = {uid: isinstance(pod, bytes) or pod for uid, pod in answer.got.items()}
-        return {"list": [uid_of(pod) for pod in answer.listed], "get": got}
-    if group == "bytes":
-        listed = {uid_of(pod): pod.hex() for pod in answer.listed}
-        got = {uid: pod.hex() if isinstance(pod, bytes) else pod for uid, pod in answer.got.items()}
-        return {uid: {"list": listed.get(uid), "get": got.get(uid)} for uid in sorted(uids)}
-    if group == "watch-types":
-        return WATCH_TYPES[mode](answer.events, answer.known)
-    if group == "watch-bytes":
-        out: dict[str, list[str]] = {}
-        for event in answer.events:
-            out.setdefault(event.uid, []).append(f"{TYPES[event.type]} {event.pod.hex()}")
-        return out
-    if group == "watch-held":  # which pods a watcher holds
-        return {"uids": sorted(answer.held)}
-    assert group == "watch-held-bytes"
-    return {uid: pod.hex() for uid, pod in sorted(answer.held.items())}
-
-
-def differences(kubelet: Answer, ours: Answer, group: str, mode: str) -> dict[str, tuple[Any, Any]]:
-    """{uid (or key): (the kubelet's, pods-api's)} where they differ. Pod contents are compared
-    for the pods both list, so that a pod one of them lacks fails `uids` alone."""
-    common = {uid_of(pod) for pod in kubelet.listed} & {uid_of(pod) for pod in ours.listed}
-    if group in WHOLE:
-        theirs, mine = whole(kubelet, group, common, mode), whole(ours, group, common, mode)
-    else:
-        theirs, mine = by_uid(kubelet, group, common), by_uid(ours, group, common)
-    keys = sorted(set(theirs) | set(mine))
-    return {key: (theirs.get(key), mine.get(key)) for key in keys if theirs.get(key) != mine.get(key)}
-
-
-# -- running the scenario once per module -------------------------------------------------------
-
-
-def _agree(moment: Moment) -> bool:
-    kubelet = moment.answers["kubelet"]
-    return all(
-        not differences(kubelet, moment.answers[mode], group, mode)
-        for mode in MODES
-        for group in (*GROUPS, *WHOLE)
-    )
-
-
-def deleted(uid: str) -> Callable[[Event], bool]:
-    return lambda event: event.type == DELETED and event.uid == uid
-
-
-def settle(
-    node: Node,
-    action: Action,
-    targets: dict[str, str],
-    recorders: dict[str, Recorder],
-    marks: dict[str, int],
-    before: set[str],
-    log_mark: int,
-) -> Moment:
-    """The moment after `action` when the kubelet has reached its state, sent the DELETED of
-    every pod it stopped listing (after the pod's grace period: a removed pod leaves ListPods at
-    once, its DELETED comes when it has stopped), gone quiet, and pods-api agrees with it (or has
-    had AGREE seconds to)."""
-    if action.reached is not None:
-        node.wait_pods(action.reached, action.what, action.timeout)
-    for text in action.logged:
-        node.wait_log(text, log_mark, action.timeout)
-    kubelet = recorders["kubelet"]
-    for uid in before - {uid_of(pod) for pod in list_pods(node.target)}:
-        kubelet.wait(deleted(uid), action.timeout, marks["kubelet"])
-    kubelet.wait_quiet(QUIET)
-    # Snapshots are taken until pods-api agrees, AGREE runs out, or the kubelet moves on (a crash
-    # loop's next start): then the last one taken while the kubelet stood still is the moment.
-    still, deadline = len(kubelet), time.monotonic() + AGREE
-    moment = None
-    while True:
-        taken = Moment(action)
-        theirs = taken.answers["kubelet"] = answer(node.target, set(), kubelet, marks["kubelet"])
-        for mode in MODES:
-            taken.answers[mode] = answer(targets[mode], set(theirs.got), recorders[mode], marks[mode])
-        if len(kubelet) != still and moment is not None:
-            return moment
-        moment = taken
-        if _agree(moment) or time.monotonic() > deadline:
-            return moment
-        time.sleep(0.5)  # pods-api's next relist or event; nothing announces agreement
-
-
 @dataclass
 class Scenario:
     """The ten actions' moments, what each server answers a GetPod of a UID it never had, and
@@ -483,7 +251,7 @@ def scenario(real_kubelet: Node, tmp_path_factory: pytest.TempPathFactory) -> It
             moment.logs["standalone"] = servers["standalone"].lines[line_mark:]
         _report(moments)
         unknown = {
-            name: str(_get(target, UNKNOWN_UID))
+            name: str(get_answer(target, UNKNOWN_UID))
             for name, target in {"kubelet": node.target, **targets}.items()
         }
         ends = {name: [e.end for e in recorder.events if e.end] for name, recorder in recorders.items()}
@@ -581,12 +349,8 @@ def _cases() -> Iterator[Any]:
 
 @pytest.mark.parametrize(("mode", "action", "group"), list(_cases()))
 def test_pods_api_equals_the_kubelet(scenario: Scenario, mode: str, action: str, group: str) -> None:
-    moment = scenario.moments[action]
-    diff = differences(moment.answers["kubelet"], moment.answers[mode], group, mode)
-    lines = [f"after action {action} ({moment.action.what}), {mode}'s {group} differs from the kubelet's:"]
-    for uid, (theirs, ours) in diff.items():
-        lines.append(f"  {uid}:\n    kubelet:  {_short(theirs)}\n    pods-api: {_short(ours)}")
-    assert not diff, "\n".join(lines)
+    said = disagreement(scenario.moments[action], mode, group)
+    assert not said, said
 
 
 @pytest.mark.parametrize(
@@ -625,11 +389,6 @@ def test_pods_api_watches_outlive_the_kubelet_s_restarts(scenario: Scenario, mod
     assert scenario.ends[mode] == []
 
 
-def _short(value: Any, limit: int = 1500) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
-
-
 @pytest.mark.parametrize("server", ["kubelet", *MODES])
 def test_every_pod_served_is_what_go_s_marshal_writes(
     scenario: Scenario, server: str, go_remarshal: Callable[[Sequence[bytes]], list[bytes]]
@@ -638,13 +397,7 @@ def test_every_pod_served_is_what_go_s_marshal_writes(
     moment (Lists, Gets, watch events, DELETED ones too) and writing it again, gives the same
     bytes, for the kubelet's own and for ours (the bridge passes the kubelet's on; the standalone
     encodes its own)."""
-    pods: list[bytes] = []
-    for moment in scenario.moments.values():
-        answer = moment.answers[server]
-        pods += answer.listed
-        pods += [pod for pod in answer.got.values() if isinstance(pod, bytes)]
-        pods += [event.pod for event in answer.events if event.pod]
-    pods = list(dict.fromkeys(pods))
+    pods = every_pod(scenario.moments.values(), server)
     assert pods
     again = go_remarshal(pods)
     differ = [i for i, (ours, go) in enumerate(zip(pods, again, strict=True)) if ours != go]

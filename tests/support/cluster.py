@@ -26,15 +26,12 @@ started here are ended, by their PID, on every exit path.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,8 +40,8 @@ from typing import Any
 
 import pytest
 import yaml
-from containerd import Containerd
-from daemon import Unavailable, log_tail, spawn, terminate
+from containerd import IMAGE, Containerd
+from daemon import Unavailable, flock, log_tail, once, spawn, terminate, undone_on_exit
 from netns import NetNs
 from realapiserver import APISERVER, ETCD, SERVICE_CIDR, ControlPlane
 from realkubelet import (
@@ -52,8 +49,6 @@ from realkubelet import (
     LOCK_TIMEOUT,
     NODE,
     Node,
-    _flock,
-    _on_signal,
     binary,
     unavailable,
     unmount_under,
@@ -137,6 +132,12 @@ class NodePaths:
         self.made.clear()
         if self.cni_cache_made:
             shutil.rmtree(CNI_CACHE, ignore_errors=True)
+
+
+def _holds_files(path: Path) -> bool:
+    """Whether anything but empty directories is under path (the kubelet lab leaves
+    /run/containerd/s behind while its shims exit: nothing of a node)."""
+    return any(not entry.is_dir() for entry in path.rglob("*"))
 
 
 def _run(args: list[str]) -> str:
@@ -344,6 +345,35 @@ class Cluster:
         self.node.runtime.ctr("images", "import", "--snapshotter", "native", str(archive))
 
 
+# -- workloads ----------------------------------------------------------------------------------
+
+
+def container(name: str, command: list[str], **more: Any) -> dict[str, Any]:
+    """A container of the lab's local busybox image (no registry is reachable)."""
+    return {"name": name, "image": IMAGE, "imagePullPolicy": "Never", "command": command, **more}
+
+
+def template(app: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    """A pod template labelled app=<app>; a 1 s grace period unless `spec` says otherwise."""
+    spec.setdefault("terminationGracePeriodSeconds", 1)
+    return {"metadata": {"labels": {"app": app}}, "spec": {"containers": containers, **spec}}
+
+
+def deployment(
+    name: str, namespace: str, replicas: int, containers: list[dict[str, Any]], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template(name, containers, **spec),
+        },
+    }
+
+
 def cni_config() -> dict[str, Any]:
     """The node's pod network: a bridge in the node's namespace, addresses from POD_CIDR, a
     default route through the bridge (to reach SERVICE_IP); no masquerade, nothing leaves."""
@@ -405,7 +435,7 @@ def running(root: Path) -> Iterator[Cluster]:
     if reason:
         raise Unavailable(reason)
     binaries = {name: binary(name) for name in ("kubelet", APISERVER, ETCD, CONTROLLER_MANAGER, SCHEDULER)}
-    with _flock(LOCK, LOCK_TIMEOUT, f"a cluster in {root}"):
+    with flock(LOCK, LOCK_TIMEOUT, f"a cluster in {root}"):
         plane = ControlPlane(root, apiserver_binary=binaries[APISERVER], etcd_binary=binaries[ETCD])
         plane.authorization = "Node,RBAC"
         plane.netns, plane.advertise = NetNs(NETNS), NODE_IP
@@ -413,22 +443,9 @@ def running(root: Path) -> Iterator[Cluster]:
         paths = NodePaths(root / "node")
         node = RegisteredNode(root, Containerd(RUNTIME_DIR), binaries["kubelet"])
         cluster = Cluster(root, plane, node, netns, paths)
-        undo = _undoer(cluster)
-        atexit.register(undo)
-        main = threading.current_thread() is threading.main_thread()
-        previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-        if main:
-            for sig in _SIGNALS:
-                signal.signal(sig, _on_signal(undo, previous[sig]))
-        try:
+        with undone_on_exit(_undoer(cluster)):
             _start(cluster)
             yield cluster
-        finally:
-            undo()
-            atexit.unregister(undo)
-            if main:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
 
 
 def _start(cluster: Cluster) -> None:
@@ -460,21 +477,20 @@ def _start(cluster: Cluster) -> None:
 
 
 def _undoer(cluster: Cluster) -> Callable[[], None]:
-    done = threading.Lock()
-
+    @once
     def undo() -> None:
-        if not done.acquire(blocking=False):
-            return
         node = cluster.node
         with contextlib.suppress(Exception):
             node.stop()
-        with contextlib.suppress(Exception):
-            if node.runtime.proc is None and node.runtime.socket.parent.exists():
-                node.runtime.start()
-            node.note_shims()
-            node.runtime.remove_everything()
-        with contextlib.suppress(Exception):
-            node.runtime.stop()
+        # Only where /run/containerd is the node's: else the machine's, where nothing is ours.
+        if RUNTIME_DIR in cluster.paths.mounted:
+            with contextlib.suppress(Exception):
+                if node.runtime.proc is None:
+                    node.runtime.start()
+                node.note_shims()
+                node.runtime.remove_everything()
+            with contextlib.suppress(Exception):
+                node.runtime.stop()
         with contextlib.suppress(Exception):
             cluster.stop_controllers()
         with contextlib.suppress(Exception):
@@ -486,9 +502,6 @@ def _undoer(cluster: Cluster) -> Callable[[], None]:
             cluster.netns.delete()
 
     return undo
-
-
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ flock). A build that fails is an AssertionError with the tail of the builder's o
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import hashlib
 import io
@@ -43,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon import Unavailable
+from daemon import Unavailable, flock
 from repo import ROOT
 
 # The name containerd must hold for a pod's `image: pods-api:<tag>`: CRI normalizes a bare
@@ -150,7 +149,7 @@ def build() -> Built:
     done = out / "build.json"
     if not done.exists():
         out.mkdir(parents=True, exist_ok=True)
-        with _flock(cache_dir() / ".lock", LOCK_TIMEOUT, f"building the image {key}"):
+        with flock(cache_dir() / ".lock", LOCK_TIMEOUT, f"building the image {key}"):
             if not done.exists():  # else built by the session that held the lock
                 try:
                     _build(key, out)
@@ -172,7 +171,7 @@ def archive(tag: str | None = None) -> Path:
     assert _TAG.fullmatch(tag), f"{tag!r} is not an image tag"
     path = built.archive.with_name(f"pods-api-{tag}.oci.tar")
     if not path.exists():
-        with _flock(cache_dir() / ".lock", LOCK_TIMEOUT, f"tagging {tag}"):
+        with flock(cache_dir() / ".lock", LOCK_TIMEOUT, f"tagging {tag}"):
             if not path.exists():
                 _retag(built.archive, path, tag)
     return path
@@ -412,34 +411,6 @@ def unpack(path: Path, rootfs: Path) -> None:
                 check=False,
             )
             assert done.returncode == 0, done.stderr.decode(errors="replace")
-
-
-@contextlib.contextmanager
-def _flock(path: Path, timeout: float, doing: str) -> Iterator[None]:
-    """An exclusive flock on path, waited for up to timeout (the holder may be another engineer's
-    session); released when the block ends or the process dies."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise Unavailable(
-                        f"{path} was held by another session for {timeout:.0f} s ({doing})"
-                    ) from None
-                # flock has no timeout of its own; the holder's release is not signalled otherwise.
-                time.sleep(0.5)
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()} {doing}\n")
-            handle.flush()
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def describe(built: Built) -> str:

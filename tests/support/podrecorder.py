@@ -142,3 +142,17 @@ class Recorder:
         if self._call is not None:
             self._call.cancel()
         self._thread.join(10)
+
+
+def held(events: list[Event]) -> dict[str, bytes]:
+    """What a watcher holds after these events (all of a recorder's): its latest stream's state."""
+    state: dict[str, bytes] = {}
+    stream = 0
+    for event in events:
+        if event.stream != stream:
+            state, stream = {}, event.stream
+        if event.type in (api.ADDED, api.MODIFIED):
+            state[event.uid] = event.pod
+        elif event.type == api.DELETED:
+            state.pop(event.uid, None)
+    return state

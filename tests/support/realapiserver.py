@@ -20,17 +20,14 @@ failed build is a test failure (as the kubelet's).
 from __future__ import annotations
 
 import asyncio
-import atexit
 import base64
 import concurrent.futures
 import contextlib
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -44,9 +41,9 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from daemon import Unavailable, log_tail, spawn, terminate
+from daemon import Unavailable, log_tail, once, spawn, terminate, undone_on_exit
 from netns import NetNs
-from realkubelet import _on_signal, binary
+from realkubelet import binary
 from tcpcut import Link
 
 APISERVER = "kube-apiserver"
@@ -441,37 +438,21 @@ def _collection(doc: dict[str, Any]) -> str:
     return f"{prefix}/namespaces/{namespace}/{plural[kind]}" if namespace else f"{prefix}/{plural[kind]}"
 
 
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
 @contextlib.contextmanager
 def running(root: Path) -> Iterator[ControlPlane]:
     """etcd and kube-apiserver in root, both stopped on the way out: the block's end, the
     interpreter's exit, or a SIGTERM/SIGHUP. Unavailable (from the build) without go."""
     plane = ControlPlane(root, apiserver_binary=binary(APISERVER), etcd_binary=binary(ETCD))
-    done = threading.Lock()
 
+    @once
     def undo() -> None:
-        if done.acquire(blocking=False):
-            with contextlib.suppress(Exception):
-                plane.stop()
+        with contextlib.suppress(Exception):
+            plane.stop()
 
-    atexit.register(undo)
-    main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-    if main:
-        for sig in _SIGNALS:
-            signal.signal(sig, _on_signal(undo, previous[sig]))
-    try:
+    with undone_on_exit(undo):
         plane.start_etcd()
         plane.start_apiserver()
         yield plane
-    finally:
-        undo()
-        atexit.unregister(undo)
-        if main:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="module")

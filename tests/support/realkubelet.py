@@ -19,28 +19,23 @@ skip saying why; with go, a build that fails is a test failure (as tests/support
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import grpc
 import pytest
 import yaml
 from containerd import IMAGE, Containerd, unavailable_reason
-from daemon import Unavailable, log_tail, spawn, terminate, wait_answering
+from daemon import Unavailable, flock, log_tail, once, spawn, terminate, undone_on_exit, wait_answering
 from gobuild import GO_ROOT, find_go
 from podrecorder import list_pods
 
@@ -111,7 +106,7 @@ def binary(command: str = "kubelet") -> Path:
     if go_binary is None:
         raise Unavailable(f"go is not installed (.ci/run installs it): {command} cannot be built")
     out.mkdir(parents=True, exist_ok=True)
-    with _flock(out / ".build.lock", BUILD_TIMEOUT, f"building {command}"):
+    with flock(out / ".build.lock", BUILD_TIMEOUT, f"building {command}"):
         if path.exists():  # built by the session that held the lock
             return path
         partial = out / f".{command}.partial"
@@ -131,33 +126,6 @@ def _source_hash(package: Path) -> str:
     for source in sorted(package.rglob("*.go")):
         digest.update(source.read_bytes())
     return digest.hexdigest()[:12]
-
-
-@contextlib.contextmanager
-def _flock(path: Path, timeout: float, doing: str) -> Iterator[None]:
-    """An exclusive flock on path, waited for up to timeout (the holder may be another engineer's
-    session); released when the block ends or the process dies."""
-    with path.open("a+") as handle:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise Unavailable(
-                        f"{path} was held by another session for {timeout:.0f} s ({doing})"
-                    ) from None
-                # flock has no timeout of its own; the holder's release is not signalled otherwise.
-                time.sleep(0.5)
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()} {doing}\n")
-            handle.flush()
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # -- what the kubelet changes outside its root -------------------------------------------------
@@ -451,9 +419,6 @@ def unavailable() -> str | None:
 # -- one kubelet, everything undone --------------------------------------------------------------
 
 
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
 @contextlib.contextmanager
 def running(root: Path) -> Iterator[Node]:
     """A kubelet with its containerd in root, holding the machine's kubelet lock; everything it
@@ -463,36 +428,21 @@ def running(root: Path) -> Iterator[Node]:
     if reason:
         raise Unavailable(reason)
     kubelet_binary = binary("kubelet")
-    with _flock(LOCK, LOCK_TIMEOUT, f"a kubelet in {root}"):
+    with flock(LOCK, LOCK_TIMEOUT, f"a kubelet in {root}"):
         runtime = Containerd(root / "containerd")
         node = Node(root, runtime, kubelet_binary)
         node.manifests.mkdir(parents=True, exist_ok=True)
         node.machine.save(root / "logs")
-        undo = _undoer(node)
-        atexit.register(undo)
-        previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-        if threading.current_thread() is threading.main_thread():
-            for sig in _SIGNALS:
-                signal.signal(sig, _on_signal(undo, previous[sig]))
-        try:
+        with undone_on_exit(_undoer(node)):
             runtime.start()
             runtime.import_image()
             node.start()
             yield node
-        finally:
-            undo()
-            atexit.unregister(undo)
-            if threading.current_thread() is threading.main_thread():
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
 
 
 def _undoer(node: Node) -> Callable[[], None]:
-    done = threading.Lock()
-
+    @once
     def undo() -> None:
-        if not done.acquire(blocking=False):
-            return
         with contextlib.suppress(Exception):
             node.stop()
         with contextlib.suppress(Exception):
@@ -506,18 +456,6 @@ def _undoer(node: Node) -> Callable[[], None]:
         node.machine.restore()
 
     return undo
-
-
-def _on_signal(undo: Callable[[], None], previous: Any) -> Callable[[int, FrameType | None], None]:
-    def handler(sig: int, frame: FrameType | None) -> None:
-        undo()
-        if callable(previous):
-            previous(sig, frame)
-        else:  # the default action (termination), now that everything is undone
-            signal.signal(sig, signal.SIG_DFL)
-            os.kill(os.getpid(), sig)
-
-    return handler
 
 
 @pytest.fixture(scope="module")
