@@ -7,10 +7,13 @@ bytes are what an unmasked client gets; we decode them only to index, mask and r
 Two things are kept, as the kubelet keeps them, and they are not the same:
 - **what it lists**: each (re)connection's snapshot (the watch's ADDED events up to its
   INITIAL_SYNC_COMPLETE) is its ListPods, handed over whole; the cache diffs it into real
-  changes only. A pod that finishes stays listed after its DELETED (GetPod says so), until the
-  kubelet lets it go without an event: while it holds such pods the bridge lists again every
-  RECHECK seconds, and withdraws those gone (`sink.amend`, which the kubelet's contracts are not
-  told, as the kubelet's own watchers are not).
+  changes only. Two changes to what it lists come with no event, since its watch carries its
+  status manager's changes and its List the pod manager's pods: a finished pod let go (it stays
+  listed after its DELETED, GetPod says so, until then), and an API pod's labels or annotations
+  edited (the pod manager takes the edit, the status does not change). So the bridge lists again
+  every RECHECK seconds while it holds finished pods, and every RESYNC seconds in any case, and
+  amends what differs (`sink.amend`, which the kubelet's contracts are not told, as the
+  kubelet's own watchers are not).
 - **what its watch says**: each live event goes to the kubelet's contracts as the kubelet sent
   it (`sink.relay`): its type (an ADDED again for a pod whose status it forgot) and, for a
   DELETED, its bytes. Our other surfaces (SSE, the Kubernetes view, PodLookup) are told the
@@ -69,6 +72,10 @@ KEEPALIVE = 360.0
 # manifest removed) without an event. The kubelet's housekeeping runs every 2 s; a ListPods
 # every 2 s is 0.5 of its 100 qps, and none while no finished pod is listed.
 RECHECK = 2.0
+# How often the bridge lists again in any case, for an API pod's labels or annotations edited:
+# the kubelet's List shows the edit at once and its watch never does. A ListPods every 10 s is
+# 0.1 of its 100 qps; an informer's resync, at the cost of an edit being served up to 10 s late.
+RESYNC = 10.0
 SOURCE_FLAGS: tuple[str, ...] = (f"{FLAG} PATH",)
 
 
@@ -109,6 +116,7 @@ class KubeletSocketSource:
         stale_after: float = STALE_AFTER,
         keepalive: float = KEEPALIVE,
         recheck: float = RECHECK,
+        resync: float = RESYNC,
         backoff: Backoff | None = None,
     ) -> None:
         self.name = source_name(socket)
@@ -117,6 +125,10 @@ class KubeletSocketSource:
         self._staleness.upstream = str(socket)
         self._keepalive = keepalive
         self._recheck = recheck
+        self._resync = resync
+        # Live events relayed per pod: a List's answer is not applied to a pod an event reached
+        # while the List was on its way, as the event is the newer.
+        self._relayed: Counter[str] = Counter()
         self._backoff = backoff or Backoff()
         self._on_error = on_error
         self._on_unknown_event = on_unknown_event
@@ -212,6 +224,7 @@ class KubeletSocketSource:
         if version is None:
             return
         uid, kind = version.uid, CacheEvent(event.type.value)
+        self._relayed[uid] += 1
         if kind is CacheEvent.DELETED:
             # The pod finished, or the kubelet no longer has it: only its List tells which.
             listed = await self._listed(client, uid)
@@ -247,23 +260,36 @@ class KubeletSocketSource:
             return sink.pod(uid)
 
     async def _rechecks(self, client: Client) -> None:
-        """While finished pods are listed, list again every `recheck` s: the kubelet lets such a
-        pod go (its manifest removed, the API server's pod deleted) with no event."""
+        """List again every `recheck` s while finished pods are listed, and every `resync` s in
+        any case: withdraw the finished pods the kubelet let go, and amend each pod it lists
+        otherwise than it is served (its labels or annotations edited), both of which its watch
+        never says."""
         sink = self._sink
         assert sink is not None
+        last = asyncio.get_running_loop().time()
         while True:
             await asyncio.sleep(self._recheck)
-            if not self._held:
+            now = asyncio.get_running_loop().time()
+            if not self._held and now - last < self._resync:
                 continue
+            last = now
+            relayed = self._relayed.copy()
             try:
-                listed = {pod.uid for pod in await client.list()}
+                listed = {pod.uid: pod for pod in await client.list()}
             except (PodsAPIError, CodecError) as exc:
-                log.warning("%s: ListPods to recheck finished pods failed: %s", self.name, exc)
+                log.warning("%s: ListPods to recheck the kubelet's pods failed: %s", self.name, exc)
                 continue
-            gone = sorted(self._held - listed)
-            if gone:
-                self._held.difference_update(gone)
-                sink.amend(gone=gone)
+            gone = sorted(self._held - set(listed))
+            self._held.difference_update(gone)
+            changed = [
+                PodVersion.from_bytes(pod.raw, pod.message)
+                for uid, pod in listed.items()
+                if self._relayed[uid] == relayed[uid]
+                and uid not in self._unlisted
+                and _differs(sink, uid, pod)
+            ]
+            if gone or changed:
+                sink.amend(changed, gone=gone)
 
     def _on_unknown(self, number: int) -> None:
         self._unknown[number] += 1
@@ -305,6 +331,16 @@ def _uid_of(pod: Pod) -> str:
         return pod.uid or "(no uid)"
     except CodecError:
         return "(no uid)"
+
+
+def _version(pod: Pod) -> PodVersion:
+    return PodVersion.from_bytes(pod.raw, pod.message)
+
+
+def _differs(sink: SourceSink, uid: str, pod: Pod) -> bool:
+    """Whether the kubelet lists a pod it serves otherwise than it is served now."""
+    served = sink.pod(uid)
+    return served is not None and served.pb != pod.raw
 
 
 def _type_name(number: int) -> str:
