@@ -132,6 +132,10 @@ def undone_on_exit(undo: Callable[[], None]) -> Iterator[None]:
 
 def _on_signal(undo: Callable[[], None], previous: Any) -> Callable[[int, FrameType | None], None]:
     def handler(sig: int, frame: FrameType | None) -> None:
+        # A second signal while undoing (`timeout` and `pkill` both send one) would find the undo
+        # begun and end the process halfway through it: the rest waits until it is done.
+        for other in _SIGNALS:
+            signal.signal(other, signal.SIG_IGN)
         undo()
         if callable(previous):
             previous(sig, frame)
