@@ -394,8 +394,10 @@ def _running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 compacted = cluster.plane.audit_size()
             action.do(cluster)
             moments[action.id] = settle(node, action, targets, recorders, marks, before, log_mark)
-        # Listed again, at the latest by the end (its reconnect waits out its backoff).
-        relisted = any(r.verb == "list" for r in cluster.plane.requests(user, compacted))
+        # Told 410 and listed again, at the latest by the end (its reconnect waits out its
+        # backoff): its log says so, and the API server's audit log has the list.
+        told = any("410" in line and "listing again" in line for line in servers["standalone"].lines)
+        relisted = told and any(r.verb == "list" for r in cluster.plane.requests(user, compacted))
         mirror = mirror_of(cluster)
         assert mirror is not None
         mirror_uid = mirror["metadata"]["uid"]

@@ -1,6 +1,6 @@
 """The image built from the repository's Dockerfile (tests/support/image.py), imported into the
 cluster lab's node (tests/support/cluster.py), and each of deploy/'s overlays applied to it with
-`kubectl apply -k`, unchanged, as docs/deploying.md tells an operator to:
+`kubectl apply -k`, unchanged, by running docs/deploying.md's commands as written:
 
 - the DaemonSet's pod becomes Ready through its own probes (read-only root, every capability
   dropped, as the manifests say);
@@ -21,20 +21,24 @@ such a node's kubelet serves no socket); the bridge, with it on.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
 import image
 import pytest
-from cluster import KUBELET_ROOT, Cluster
-from containerd import IMAGE
+from cluster import KUBELET_ROOT, Cluster, container, deployment
 from daemon import Unavailable
+from docblocks import run_by
+from kustomize import kubectl
+from podrecorder import Recorder, held
 from realkubelet import NODE, static_pod
+from released import SYNCED
 from repo import ROOT
 from serve import PODS_API
 
@@ -55,11 +59,38 @@ MIRROR = "kubernetes.io/config.mirror"
 TAG = image.version()
 NEXT_TAG = f"{TAG}-next"
 SHUTDOWN = "server is shutting down"
+# docs/deploying.md's blocks, by the name each is run under.
+APPLY = "test_image_pod_becomes_ready_through_its_own_probes_with_overlay"
+ANSWERS = "test_image_answers_check_and_get_pods_on_the_host_socket_with_overlay"
+RBAC = "test_image_apiserver_overlay_rbac_is_enough_and_no_more"
+ROLL = "test_image_rolling_update_with_the_apiserver_overlay_is_told_and_converges"
+LABEL = "test_image_a_labelled_bridge_node_keeps_the_standalone_overlay_off"
+REGISTRY = "test_a_kustomization_of_your_own_points_an_overlay_at_your_registry"
 # Apply to Ready: the pod's sandbox, the image's native snapshot (a copy of ~200 MB), Python's
 # start and the first sync, then a startup probe every 2 s: seconds idle, more on 2 loaded cores.
 READY_TIMEOUT = 300.0
 # A rolling update: the old pod's SIGTERM and removal, the new one's start and probes.
 ROLL_TIMEOUT = 300.0
+
+
+def run_doc(cluster: Cluster | None, test: str, **env: str) -> str:
+    """The docs/deploying.md block that names `test`, run as written by bash from the checkout,
+    with the variables its table gives (and the lab's kubeconfig): its output."""
+    block = run_by("deploying.md", test)
+    path = os.pathsep.join([os.path.dirname(PODS_API), os.path.dirname(kubectl()), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path, "NODE": NODE, **env}
+    if cluster is not None:
+        env["KUBECONFIG"] = str(cluster.kubeconfig)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=env.pop("CWD", str(ROOT)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT + 60,
+    )
+    assert done.returncode == 0, f"{test}'s block failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+    return done.stdout
 
 
 def socket_of(overlay: str) -> str:
@@ -101,24 +132,6 @@ def comparable(pods: dict[str, str], overlay: str) -> set[str]:
     return set(pods.values()) if overlay == "standalone" else set(pods)
 
 
-def workload() -> dict[str, Any]:
-    labels = {"app": "web"}
-    container = {"name": "main", "image": IMAGE, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": NAMESPACE},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"terminationGracePeriodSeconds": 1, "containers": [container]},
-            },
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def node(real_cluster: Cluster) -> Cluster:
     """The lab with the image in its containerd under both tags, a static pod and a Deployment."""
@@ -131,7 +144,7 @@ def node(real_cluster: Cluster) -> Cluster:
     real_cluster.node.put("static-web.yaml", static_pod("static-web", ["sleep", "3600"]))
     real_cluster.kubectl("create", "namespace", NAMESPACE)
     real_cluster.wait_service_account(NAMESPACE)
-    real_cluster.apply(workload())
+    real_cluster.apply(deployment("web", NAMESPACE, 2, [container("main", ["sleep", "3600"])]))
     return real_cluster
 
 
@@ -139,9 +152,8 @@ def node(real_cluster: Cluster) -> Cluster:
 class Deployed:
     overlay: str
     cluster: Cluster
-    applied_at: float
-    ready_at: float = 0.0
-    notes: dict[str, float] = field(default_factory=dict)
+    output: str  # what the apply block printed
+    seconds: float  # from apply to every pod Ready
 
     @property
     def socket(self) -> str:
@@ -151,30 +163,26 @@ class Deployed:
     def name(self) -> str:
         return name_of(self.overlay)
 
+    @property
+    def variables(self) -> dict[str, str]:
+        """The docs' table's row for the overlay."""
+        return {"OVERLAY": self.overlay, "DAEMONSET": self.name, "SOCKET": self.socket}
+
 
 @pytest.fixture(scope="module", params=OVERLAYS)
 def deployed(request: pytest.FixtureRequest, node: Cluster) -> Iterator[Deployed]:
-    """`kubectl apply -k deploy/overlays/<overlay>`, on the kubelet the variant is for; deleted
-    after, and its pod gone, so the next variant may take the socket."""
+    """The docs' apply block for one overlay, on the kubelet the variant is for; their delete
+    block after, and its pod gone, so the next variant may take the socket."""
     overlay = request.param
     node.node.set_pods_api(overlay == "bridge")
+    row = {"OVERLAY": overlay, "DAEMONSET": name_of(overlay), "SOCKET": socket_of(overlay)}
     started = time.monotonic()
-    node.kubectl("apply", "-k", str(ROOT / "deploy" / "overlays" / overlay))
-    done = Deployed(overlay, node, started)
     try:
-        node.kubectl(
-            "-n",
-            "kube-system",
-            "rollout",
-            "status",
-            f"daemonset/{done.name}",
-            f"--timeout={READY_TIMEOUT:.0f}s",
-        )
-        done.ready_at = time.monotonic()
-        yield done
+        output = run_doc(node, APPLY, **row)
+        yield Deployed(overlay, node, output, time.monotonic() - started)
     finally:
-        node.kubectl("delete", "-k", str(ROOT / "deploy" / "overlays" / overlay), "--wait=true")
-        node.wait(lambda: not _daemon_pods(node, done.name), f"{done.name}'s pod gone")
+        run_doc(node, "deployed", **row)
+        node.wait(lambda: not _daemon_pods(node, row["DAEMONSET"]), f"{row['DAEMONSET']}'s pod gone")
 
 
 def _daemon_pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
@@ -187,6 +195,10 @@ def _daemon_pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
 
 
 def test_image_pod_becomes_ready_through_its_own_probes_with_overlay(deployed: Deployed) -> None:
+    """The apply block (the fixture) waited for the rollout; its logs are pods-api's JSON lines,
+    and `pods-api check` in the pod answered (exit 0)."""
+    log_lines = [line for line in deployed.output.splitlines() if line.startswith("{")]
+    assert log_lines and all("level" in json.loads(line) for line in log_lines), deployed.output
     (pod,) = _daemon_pods(deployed.cluster, deployed.name)
     conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
     assert conditions["Ready"] == "True"
@@ -196,19 +208,14 @@ def test_image_pod_becomes_ready_through_its_own_probes_with_overlay(deployed: D
     spec = pod["spec"]["containers"][0]
     assert spec["securityContext"]["readOnlyRootFilesystem"] is True
     assert spec["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    print(f"{deployed.overlay}: apply to Ready {deployed.ready_at - deployed.applied_at:.1f} s")
+    print(f"{deployed.overlay}: apply to Ready {deployed.seconds:.1f} s")
 
 
 def test_image_answers_check_and_get_pods_on_the_host_socket_with_overlay(deployed: Deployed) -> None:
-    check = subprocess.run(
-        [PODS_API, "check", "--socket", deployed.socket], capture_output=True, text=True, timeout=60
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
-    got = subprocess.run(
-        [PODS_API, "get", "pods", "--socket", deployed.socket], capture_output=True, text=True, timeout=60
-    )
-    assert got.returncode == 0, got.stdout + got.stderr
-    assert f"static-web-{NODE}" in got.stdout
+    """The docs' block on the node: check and get pods on the hostPath socket, and the API
+    server's pods of the node beside them, both naming the static pod."""
+    output = run_doc(deployed.cluster, ANSWERS, **deployed.variables)
+    assert output.count(f"static-web-{NODE}") == 2, output  # pods-api's table, then kubectl's
 
 
 def test_image_serves_exactly_the_node_s_pods_by_uid_with_overlay(deployed: Deployed) -> None:
@@ -233,103 +240,61 @@ def test_image_serves_exactly_the_node_s_pods_by_uid_with_overlay(deployed: Depl
 
 @pytest.mark.parametrize("deployed", ["apiserver"], indirect=True)
 def test_image_apiserver_overlay_rbac_is_enough_and_no_more(deployed: Deployed) -> None:
-    cluster = deployed.cluster
+    """The docs' `kubectl auth can-i --list` for the ServiceAccount, less what every account may
+    (the same for one with no binding), is pods' get, list and watch alone."""
 
-    def rules(user: str) -> set[str]:
-        out = cluster.kubectl("auth", "can-i", "--list", f"--as={user}", "-n", "kube-system").stdout
-        return {" ".join(line.split()) for line in out.splitlines()[1:]}
+    def rules(output: str) -> set[str]:
+        return {" ".join(line.split()) for line in output.splitlines()[1:]}
 
-    granted = rules("system:serviceaccount:kube-system:pods-api")
-    everyone = rules("system:serviceaccount:kube-system:nobody")  # what every account may
+    granted = rules(run_doc(deployed.cluster, RBAC))
+    nobody = "system:serviceaccount:kube-system:nobody"
+    everyone = rules(deployed.cluster.kubectl("auth", "can-i", "--list", f"--as={nobody}").stdout)
     assert granted - everyone == {"pods [] [] [get list watch]"}
 
 
 @pytest.mark.parametrize("deployed", ["apiserver"], indirect=True)
 def test_image_rolling_update_with_the_apiserver_overlay_is_told_and_converges(deployed: Deployed) -> None:
+    """The docs' rolling update to a new tag, while a watcher that reconnects as a node agent
+    does holds the node's pods: its stream ends with the status pods-api tells every watcher when
+    it stops (docs/grpc-api.md), and its next stream's snapshot holds the node's pods again, the
+    new pods-api pod for the old."""
     cluster, socket = deployed.cluster, deployed.socket
-    watcher = Watcher(socket)
-    watcher.start()
-    watcher.synced.wait(60)
-    assert watcher.synced.is_set(), watcher.errors
-    before = watcher.uids()
-    new = f"pods-api:{NEXT_TAG}"
-    cluster.kubectl("-n", "kube-system", "set", "image", f"daemonset/{deployed.name}", f"pods-api={new}")
-    cluster.kubectl(
-        "-n",
-        "kube-system",
-        "rollout",
-        "status",
-        f"daemonset/{deployed.name}",
-        f"--timeout={ROLL_TIMEOUT:.0f}s",
-    )
-    (pod,) = _daemon_pods(cluster, deployed.name)
-    assert pod["spec"]["containers"][0]["image"] == new
-    watcher.resynced.wait(60)
-    watcher.stop()
-    # Told, not cut: the status pods-api sends every watcher when it is stopped (docs/grpc-api.md).
-    assert (watcher.ended, watcher.told) == (grpc.StatusCode.UNAVAILABLE, SHUTDOWN), watcher.errors
-    assert watcher.resynced.is_set(), watcher.errors
-    # Converged: what it holds after is what is served, the new pods-api pod in, the old out.
-    after = watcher.uids()
-    assert after == set(served(socket)) == set(expected(cluster, True))
-    assert len(before ^ after) == 2, "exactly the pods-api pod was replaced"
-    print(f"rolling update: watch gap {watcher.gap:.2f} s (stream ended to resynced)")
+    recorder = Recorder(f"unix:{socket}")
+    try:
+        recorder.wait(lambda event: event.type == SYNCED)
+        before = set(held(recorder.events))
+        new = f"pods-api:{NEXT_TAG}"
+        run_doc(cluster, ROLL, IMAGE=new, **deployed.variables)
+        (pod,) = _daemon_pods(cluster, deployed.name)
+        assert pod["spec"]["containers"][0]["image"] == new
+        end = recorder.wait(lambda event: bool(event.end))
+        again = recorder.wait(lambda event: event.type == SYNCED and event.stream > end.stream, ROLL_TIMEOUT)
+        assert end.end == f"UNAVAILABLE: {SHUTDOWN}"
+        after = set(held(recorder.since(0)))
+        assert after == set(served(socket)) == set(expected(cluster, True))
+        assert len(before ^ after) == 2, "exactly the pods-api pod was replaced"
+        print(f"rolling update: watch gap {again.at - end.at:.2f} s (stream ended to resynced)")
+    finally:
+        recorder.close()
 
 
-class Watcher(threading.Thread):
-    """A kubelet-contract WatchPods client that reconnects as a node agent does: on a stream's
-    end it retries the socket until a new stream has sent its INITIAL_SYNC_COMPLETE."""
+@pytest.mark.parametrize("deployed", ["standalone"], indirect=True)
+def test_image_a_labelled_bridge_node_keeps_the_standalone_overlay_off(deployed: Deployed) -> None:
+    """The docs' label and patch: the standalone's DaemonSet schedules nothing on the labelled
+    node, and its pod there goes; the label is taken off after."""
+    cluster = deployed.cluster
+    try:
+        run_doc(cluster, LABEL, **deployed.variables)
+        cluster.wait(lambda: not _daemon_pods(cluster, deployed.name), "the standalone's pod gone")
+        status = cluster.get("/apis/apps/v1/namespaces/kube-system/daemonsets/pods-api")
+        assert status is not None and status["status"]["desiredNumberScheduled"] == 0
+    finally:
+        cluster.kubectl("label", "node", NODE, "pods-api.io/variant-")
 
-    def __init__(self, socket: str) -> None:
-        super().__init__(daemon=True)
-        self.socket = socket
-        self.held: dict[str, dict[str, Any]] = {}
-        self.synced = threading.Event()
-        self.resynced = threading.Event()
-        self.ended: grpc.StatusCode | None = None
-        self.told = ""
-        self.ended_at = 0.0
-        self.gap = 0.0
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
 
-    def uids(self) -> set[str]:
-        with self._lock:
-            return set(self.held)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def run(self) -> None:
-        while not self._stop.is_set() and not self.resynced.is_set():
-            try:
-                self._stream()
-            except grpc.RpcError as exc:
-                if self.ended is None and self.synced.is_set():
-                    self.ended, self.told = exc.code(), exc.details()
-                    self.ended_at = time.monotonic()
-                self.errors.append(f"{exc.code().name}: {exc.details()}")
-                time.sleep(0.2)  # a reconnect's pause, as a client's backoff
-
-    def _stream(self) -> None:
-        with grpc.insecure_channel(f"unix:{self.socket}") as channel:
-            snapshot: dict[str, dict[str, Any]] = {}
-            for event in api_grpc.PodsStub(channel).WatchPods(api.WatchPodsRequest()):
-                if event.type == api.INITIAL_SYNC_COMPLETE:
-                    with self._lock:
-                        self.held = snapshot
-                    if self.synced.is_set():
-                        self.gap = time.monotonic() - self.ended_at
-                        self.resynced.set()
-                        return
-                    self.synced.set()
-                    continue
-                pod = pod_from_bytes(event.pod)
-                with self._lock:  # after the sync, snapshot is what it holds
-                    if event.type == api.DELETED:
-                        snapshot.pop(pod["metadata"]["uid"], None)
-                    else:
-                        snapshot[pod["metadata"]["uid"]] = pod
-                if self._stop.is_set():
-                    return
+def test_a_kustomization_of_your_own_points_an_overlay_at_your_registry(tmp_path: Path) -> None:
+    """The docs' own kustomization, beside a deploy/ (a link to the checkout's), renders the
+    overlay with the registry's image."""
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    output = run_doc(None, REGISTRY, CWD=str(tmp_path))
+    assert output.split() == ["image:", "registry.example/pods-api:0.2.0"]
