@@ -41,7 +41,6 @@ from pods_api.core.store.identity import MIRROR_ANNOTATION
 from pods_api.core.store.version import PodVersion
 from pods_api.sources import ErrorCounter, Source, SourceContext, connected_gauge
 from pods_api.sources.firstseen import CONFIG_SEEN, stamp_time
-from pods_api.sources.podmanager import Kept
 from pods_api.sources.reporting import Reporter
 from pods_api.sources.staleness import ConnectedGauge, Staleness
 from pods_api.sources.staticpod import CONFIG_SOURCE
@@ -198,8 +197,7 @@ class APIServerSource:
         self._watch_list = True  # until the server shows it does not offer it
         self._initial: list[Any] | None = None  # a watch-list's initial events, until its end
         self._pods: dict[str, PodVersion] = {}  # uid -> the last good version
-        # uid -> its metadata and spec as the kubelet keeps them (config.seen among them), while served
-        self._kept: dict[str, Kept] = {}
+        self._seen: dict[str, str] = {}  # uid -> when first seen (config.seen), while served
         self._bad: dict[str, str] = {}  # uid -> why its latest version was refused
         self._warnings: dict[str, str] = {}  # unknown field path -> one pod that had it
 
@@ -299,7 +297,7 @@ class APIServerSource:
             elif uid in self._pods:  # keep its last good version
                 pods[uid] = self._pods[uid]
         self._pods, self._bad, self._rv = pods, bad, rv
-        self._kept = {uid: kept for uid, kept in self._kept.items() if uid in pods}
+        self._seen = {uid: seen for uid, seen in self._seen.items() if uid in pods}
         self._connected()
         self._report()
         sink.replace(pods.values())
@@ -450,7 +448,7 @@ class APIServerSource:
             return
         if found["type"] == "DELETED" and uid:
             self._bad.pop(uid, None)
-            self._kept.pop(uid, None)
+            self._seen.pop(uid, None)
             if self._pods.pop(uid, None) is not None:
                 sink.delete(uid)
         else:
@@ -489,7 +487,7 @@ class APIServerSource:
         elif kind == "DELETED":
             uid = _uid(obj)
             self._bad.pop(uid, None)
-            self._kept.pop(uid, None)
+            self._seen.pop(uid, None)
             if self._pods.pop(uid, None) is not None:
                 sink.delete(uid)
             self._report()
@@ -529,11 +527,10 @@ class APIServerSource:
         return uid, pod
 
     def _annotated(self, uid: str, obj: Any) -> Any:
-        """The pod as the kubelet's config keeps a pod of its "api" source, which its Pods API
-        serves (podmanager.py): `kubernetes.io/config.source: api` and `config.seen`, when it was
-        first seen, added; its metadata and spec as first seen until a version changes what the
-        kubelet takes of them. A mirror keeps its own: it is the API server's copy of a static
-        pod, and its config.source says which of the kubelet's sources the static pod is from."""
+        """The pod with what the kubelet's config (pkg/kubelet/config/config.go) adds to every pod
+        of its "api" source: `kubernetes.io/config.source: api` and `config.seen`, when it was
+        first seen. A mirror keeps its own: it is the API server's copy of a static pod, and its
+        config.source says which of the kubelet's sources the static pod is from."""
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             return obj  # the codec names what is wrong
@@ -541,15 +538,9 @@ class APIServerSource:
         annotations = annotations if isinstance(annotations, dict) else {}
         if MIRROR_ANNOTATION in annotations:
             return obj
-        kept = self._kept.get(uid)
-        if kept is None:
-            seen = stamp_time(time.time_ns())
-            added = {**annotations, CONFIG_SOURCE: "api", CONFIG_SEEN: seen}
-            first = {**obj, "metadata": {**meta, "annotations": added}}
-            self._kept[uid] = Kept.first(first)
-            return first
-        kept = self._kept[uid] = kept.update(obj)
-        return kept.served(obj)
+        seen = self._seen.setdefault(uid, stamp_time(time.time_ns()))
+        added = {**annotations, CONFIG_SOURCE: "api", CONFIG_SEEN: seen}
+        return {**obj, "metadata": {**meta, "annotations": added}}
 
     def _ours(self, obj: Any) -> bool:
         """Whether a pod is bound to this node. The server filters by the field selector; this
