@@ -494,7 +494,9 @@ class PodCache:
         it sends DELETED, and nothing more of it, while its List keeps the pod until its source
         lets it go (pkg/kubelet/status: TerminatePod). So, on its contracts: a pod that finishes
         is its change then a DELETED notice; a change of a finished pod is not sent, nor is its
-        removal; one that runs again (a fixture edited back) is ADDED again."""
+        removal; one that runs again (a fixture edited back) is ADDED again. A pod refused at
+        admission is never terminated, so never DELETED, not even once removed: the kubelet's
+        watchers hold it, and so do ours (seen beside a registered kubelet)."""
         told: list[PodEvent] = []
         for event in events:
             if event.type is EventType.DELETED:
@@ -506,7 +508,7 @@ class PodCache:
                 told.append(dataclasses.replace(event, told=_UNTOLD if now else _TOLD_ADDED))
                 continue
             told.append(event)
-            if now:
+            if now and not event.pod.rejected:
                 told.append(self._notice(event.pod, _TOLD_DELETED))
         return told
 

@@ -41,6 +41,9 @@ JSON_PER_PB = 2
 # A pod's phase once it has finished (pkg/apis/core: a terminal phase never changes again).
 _FINISHED = ("Succeeded", "Failed")
 _FINISHED_BYTES = tuple(phase.encode() for phase in _FINISHED)
+# The message the kubelet gives a pod it refused at admission (pkg/kubelet: rejectPod), and no
+# other: such a pod never reaches its pod workers, so it is never terminated.
+_REJECTED = "Pod was rejected: "
 
 # The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
 _FIELD_1 = b"\x0a"
@@ -284,6 +287,16 @@ class PodVersion(Masked):
         return not any(
             c.type == "PodReadyToStartContainers" and c.status == "True" for c in status.conditions
         )
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the kubelet refused it at admission: Failed with the kubelet's message for
+        that. It never started, so the kubelet never terminates it (pkg/kubelet/pod_workers:
+        cleanupUnstartedPod), and its watch never says DELETED of it."""
+        if _REJECTED.encode() not in self.framed:
+            return False
+        status = self.message.status
+        return status.phase == "Failed" and status.message.startswith(_REJECTED)
 
     def masked(self, view: View) -> Masked:
         """This version as the view shows it, computed once per (mask, version): only the mask
