@@ -502,13 +502,13 @@ class PodCache:
             if event.type is EventType.DELETED:
                 told.append(dataclasses.replace(event, told=_UNTOLD) if event.pod.finished else event)
                 continue
-            was = event.previous is not None and event.previous.finished
-            now = event.pod.finished
-            if was:
-                told.append(dataclasses.replace(event, told=_UNTOLD if now else _TOLD_ADDED))
+            if event.previous is not None and event.previous.finished:
+                # Back to running it is ADDED again: an update to a client that still holds it
+                # (refused, or from its snapshot), as the kubelet's ADDED again is.
+                told.append(dataclasses.replace(event, told=_UNTOLD if event.pod.finished else _TOLD_ADDED))
                 continue
             told.append(event)
-            if now and not event.pod.rejected:
+            if event.pod.terminated:
                 told.append(self._notice(event.pod, _TOLD_DELETED))
         return told
 

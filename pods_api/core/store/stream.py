@@ -241,6 +241,10 @@ class Watch:
         does not pin the pods and start frames of the revision it began at once the cache moves
         on."""
         start = self._start(encoding)
+        if encoding.kubelet and self.snapshot is not None:
+            # Told as the kubelet tells (watch.py): a watcher behind is brought to what a client
+            # that kept up holds, from what this one holds.
+            self.watcher.hold(pod.uid for pod in self.view.select(self.snapshot.pods))
         self.snapshot, self.replay = None, []
         return start
 

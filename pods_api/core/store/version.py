@@ -298,6 +298,12 @@ class PodVersion(Masked):
         status = self.message.status
         return status.phase == "Failed" and status.message.startswith(_REJECTED)
 
+    @property
+    def terminated(self) -> bool:
+        """Whether the kubelet's watch has said DELETED of it (it may stay listed): it finished,
+        and was not refused at admission, which the kubelet never terminates."""
+        return self.finished and not self.rejected
+
     def masked(self, view: View) -> Masked:
         """This version as the view shows it, computed once per (mask, version): only the mask
         shapes a pod, so views that differ in their selector share the encodings."""

@@ -14,6 +14,15 @@ version it holds to the current one:
 - it did not hold the pod and the pod is gone again: nothing (a client never hears of a pod it
   never saw, not even as DELETED).
 
+On the kubelet's contracts (v1alpha1.Pods, Pods) a client is told what the kubelet's watch would
+tell it (`Told`), which is not the served diff: a finished pod is DELETED yet stays listed, and
+its later changes and its removal are not sent. So a watcher there keeps what its client holds
+(a set of UIDs, from its snapshot on: `hold`), and each coalesced event is made from that and
+from the last thing a client that kept up was told of the pod in the meantime: nothing told, no
+event; told the pod (ADDED or MODIFIED), MODIFIED if held, else ADDED; told DELETED, DELETED if
+held, else nothing. A watcher behind then ends holding what one that kept up holds (but for a
+pod that came and went while it was behind, which it never hears of).
+
 Coalesced events go out in the order of their newest version, and each carries that version's
 revision. So a watcher that falls behind misses only intermediate versions of a pod (and pods
 that came and went while it was behind); once it has taken its queue it holds exactly the current
@@ -48,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -147,16 +157,35 @@ class TooManyWatchers(ResourceExhausted):
     retry_after = 5.0
 
 
-class _Pending:
-    """One pod's coalesced events: what the client held before them, and the newest."""
+# What the kubelet's contracts tell a client of an event: a type and a pod, or None (nothing).
+Said = tuple[EventType, PodVersion] | None
 
-    __slots__ = ("had", "held", "newest")
+
+def said(event: PodEvent) -> Said:
+    """What a client of the kubelet's contracts that keeps up is told of `event`."""
+    told = event.told
+    if told is None:
+        return None if event.notice else (event.type, event.pod)
+    return None if told.type is None else (told.type, told.pod or event.pod)
+
+
+class _Pending:
+    """One pod's coalesced events: what the client held before them, and the newest; and the
+    last thing a client of the kubelet's contracts that kept up was told of it (None: nothing)."""
+
+    __slots__ = ("had", "held", "newest", "said")
 
     def __init__(self, event: PodEvent) -> None:
         self.had = event.type is not _ADDED
         # The version the client holds: a DELETED's pod is the last version it saw.
         self.held = event.pod if event.type is _DELETED else event.previous
         self.newest = event
+        self.said = said(event)
+
+    def tell(self, event: PodEvent) -> None:
+        told = said(event)
+        if told is not None:  # told nothing: a client that kept up holds what it held
+            self.said = told
 
     def event(self) -> PodEvent | None:
         """The one event that takes the client from `held` to `newest`, at the newest's revision;
@@ -189,8 +218,15 @@ class Watcher:
         # order; an entry that changes again moves to the end). A pod's first event is kept as
         # it is; only a second one makes a _Pending (1 µs, per watcher and event).
         self._pending: dict[str, PodEvent | _Pending] = {}
+        # On the kubelet's contracts: the UIDs its client holds (`hold`). None: the served diff.
+        self._held: set[str] | None = None
         self._wakeup = asyncio.Event()
         self._ended: WatchEnded | None = None
+
+    def hold(self, uids: Iterable[str]) -> None:
+        """Its client is on the kubelet's contracts and holds these pods (its start): from here
+        on each event it takes is followed, and a coalesced one made from what it holds."""
+        self._held = set(uids)
 
     async def get(self) -> PodEvent:
         """The next event; raises WatchEnded when the watch is over."""
@@ -209,14 +245,21 @@ class Watcher:
 
         Past capacity, a pod that changed once while the watcher was behind has its published
         event as it is (whose frame every watcher then shares): it is the coalesced event."""
+        held = self._held
         if self._queue:
-            return self._queue.popleft()
+            queued = self._queue.popleft()
+            if held is not None:
+                _follow(held, said(queued))
+            return queued
         pending = self._pending
         while pending:
             entry = pending.pop(next(iter(pending)))
-            if isinstance(entry, PodEvent):
+            if held is not None:
+                event = _retold(held, entry)
+            elif isinstance(entry, PodEvent):
                 return entry
-            event = entry.event()
+            else:
+                event = entry.event()
             if event is not None:
                 return event
         return None
@@ -257,12 +300,17 @@ class Watcher:
     def _coalesce(self, events: list[PodEvent]) -> None:
         pending, merged = self._pending, 0
         for event in events:
-            if event.notice:
-                # A watcher behind is brought to the current state, which a notice does not
-                # change: it is not sent (docs/grpc-api.md, slow watchers).
-                merged += 1
-                continue
             uid = event.pod.uid
+            if event.notice:
+                # It changes no served pod, so is never sent as itself; what it tells the
+                # kubelet's contracts is kept with its pod's change, which came just before it.
+                merged += 1
+                noticed = pending.get(uid)
+                if noticed is not None:
+                    if isinstance(noticed, PodEvent):
+                        noticed = pending[uid] = _Pending(noticed)
+                    noticed.tell(event)
+                continue
             entry = pending.pop(uid, None)
             if entry is None:
                 pending[uid] = event  # alone so far
@@ -271,8 +319,11 @@ class Watcher:
                 entry = _Pending(entry)
             merged += 1  # the pending one will never be sent
             entry.newest = event
-            if not entry.had and event.type is _DELETED:
-                merged += 1  # came and went unseen: neither is sent
+            entry.tell(event)
+            # Came and went unseen: neither is sent. (Unless its client on the kubelet's
+            # contracts holds the UID: a refused pod, removed and never DELETED, back again.)
+            if not entry.had and event.type is _DELETED and (self._held is None or uid not in self._held):
+                merged += 1
             else:
                 pending[uid] = entry  # to the end: the order of newest events
         if merged:
@@ -306,6 +357,50 @@ class Watcher:
         """No event waits for this watcher: it has taken every one published so far (a
         Kubernetes BOOKMARK may then carry the cache's current revision)."""
         return not self._queue and not self._pending
+
+
+def _follow(held: set[str], told: Said) -> None:
+    """What a client of the kubelet's contracts holds once told `told`."""
+    if told is None:
+        return
+    kind, pod = told
+    if kind is _DELETED:
+        held.discard(pod.uid)
+    else:
+        held.add(pod.uid)
+
+
+def _retold(held: set[str], entry: PodEvent | _Pending) -> PodEvent | None:
+    """The coalesced event for a client of the kubelet's contracts that holds `held`: it takes
+    the client to what one that kept up holds (`entry.said`, the last thing that one was told);
+    None when it already does. An event alone, told as published to a client that holds what
+    that one held, is sent as it is (its frame shared)."""
+    told = said(entry) if isinstance(entry, PodEvent) else entry.said
+    if told is None:
+        return None
+    kind, pod = told
+    had = pod.uid in held
+    if kind is _DELETED:
+        if not had:
+            return None
+    else:
+        kind = EventType.MODIFIED if had else _ADDED
+    _follow(held, (kind, pod))
+    if isinstance(entry, PodEvent):
+        if kind is told[0]:
+            return entry
+        newest = entry
+    else:
+        newest = entry.newest
+    return PodEvent(
+        newest.type,
+        newest.pod,
+        newest.revision,
+        newest.previous,
+        newest.published,
+        coalesced=True,
+        told=Told(kind, pod),
+    )
 
 
 class WatchHub:

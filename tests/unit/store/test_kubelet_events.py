@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 from builders import stored
@@ -124,7 +125,9 @@ async def test_what_the_kubelets_watch_never_announces_reaches_the_other_surface
     assert [p.uid for p in cache.snapshot().pods] == ["2"]
 
 
-async def test_a_watcher_behind_is_brought_to_the_state_without_the_notices() -> None:
+async def test_a_watcher_behind_is_told_that_a_pod_finished() -> None:
+    """Past its queue, the pod's change and its DELETED notice are one event: the DELETED, as a
+    watcher that kept up ends told (it got the MODIFIED, then the DELETED)."""
     cache, streams = setup(capacity=1)
     sink = cache.source("fixtures")
     sink.replace([stored("1", name="pod-1")])
@@ -132,11 +135,75 @@ async def test_a_watcher_behind_is_brought_to_the_state_without_the_notices() ->
     frames = watch.frames(KUBELET)
     await take(frames, 2)
     sink.upsert(stored("2", name="pod-2"))  # fills its queue
-    sink.upsert(stored("1", "Failed", name="pod-1"))  # past capacity: its notice is not queued
+    sink.upsert(stored("1", "Failed", name="pod-1"))  # past capacity, and its notice
     got = await take(frames, 2)
-    assert [f[:2] for f in got] == [["ADDED", "2"], ["MODIFIED", "1"]]
+    assert [f[:2] for f in got] == [["ADDED", "2"], ["DELETED", "1"]]
+    assert bytes.fromhex(got[1][2]) == cache.get("1").identity
     assert watch.watcher.caught_up
-    assert cache.hub.dropped == 1  # the notice, never sent to it
+    assert cache.hub.dropped == 1  # the notice, merged into the one event sent
+
+
+async def behind(capacity: int, *pods: PodVersion) -> tuple[PodCache, Any, Any, Any]:
+    """A cache serving `pods`, a watcher that reads every event as it comes and one whose queue
+    of `capacity` is full (a filler pod's changes fill it), both on the kubelet's contracts."""
+    cache, streams = setup(capacity=capacity)
+    sink = cache.source("fixtures")
+    sink.replace([*pods, stored("filler", name="filler")])
+    reading = streams.open(View.EVERYTHING).frames(KUBELET)
+    paused = streams.open(View.EVERYTHING).frames(KUBELET)
+    await take(reading, len(pods) + 2)
+    await take(paused, len(pods) + 2)
+    for n in range(capacity):
+        sink.upsert(stored("filler", name="filler", labels={"n": str(n)}))
+    await take(reading, capacity)
+    return cache, sink, reading, paused
+
+
+async def test_a_pod_that_finishes_changes_and_goes_while_a_watcher_is_behind() -> None:
+    """A watcher that keeps up gets MODIFIED and DELETED when it finishes, then nothing for its
+    changes and its removal; one behind gets the DELETED alone (it was sent a DELETED of a UID
+    it did not hold, from the served diff)."""
+    _, sink, reading, paused = await behind(1, stored("1", name="pod-1"))
+    sink.upsert(stored("1", "Succeeded", name="pod-1"))
+    sink.upsert(stored("1", "Succeeded", name="pod-1", labels={"a": "1"}))
+    sink.upsert(stored("1", "Succeeded", name="pod-1", labels={"a": "2"}))
+    sink.delete("1")
+    sink.upsert(stored("2", name="pod-2"))  # a later change, to show what came between
+    assert [f[:2] for f in await take(reading, 3)] == [["MODIFIED", "1"], ["DELETED", "1"], ["ADDED", "2"]]
+    assert [f[:2] for f in await take(paused, 3)] == [
+        ["MODIFIED", "filler"],
+        ["DELETED", "1"],
+        ["ADDED", "2"],
+    ]
+
+
+async def test_a_pod_finished_while_watched_that_runs_again_is_added_to_a_watcher_behind() -> None:
+    """Told DELETED when it finished, a watcher that keeps up gets ADDED when it runs again,
+    then MODIFIED; one behind gets the ADDED, with the newest version (it was sent a MODIFIED
+    of a UID it did not hold, from the served diff)."""
+    cache, streams = setup(capacity=1)
+    sink = cache.source("fixtures")
+    sink.replace([stored("1", name="pod-1"), stored("filler", name="filler")])
+    reading = streams.open(View.EVERYTHING).frames(KUBELET)
+    paused = streams.open(View.EVERYTHING).frames(KUBELET)
+    for frames in (reading, paused):
+        await take(frames, 3)
+    sink.upsert(stored("1", "Failed", name="pod-1"))
+    for frames in (reading, paused):
+        assert [f[:2] for f in await take(frames, 2)] == [["MODIFIED", "1"], ["DELETED", "1"]]
+    changes = [
+        stored("filler", name="filler", labels={"n": "1"}),  # fills the paused one's queue
+        stored("1", "Running", name="pod-1"),
+        stored("1", "Running", name="pod-1", labels={"a": "b"}),
+    ]
+    told = []
+    for change in changes:
+        sink.upsert(change)
+        told += [f[:2] for f in await take(reading, 1)]
+    assert told == [["MODIFIED", "filler"], ["ADDED", "1"], ["MODIFIED", "1"]]
+    got = await take(paused, 2)
+    assert [f[:2] for f in got] == [["MODIFIED", "filler"], ["ADDED", "1"]]
+    assert bytes.fromhex(got[1][2]) == cache.get("1").pb
 
 
 async def test_after_its_deleted_a_finished_pod_is_out_of_the_kubelets_watch() -> None:
