@@ -495,17 +495,17 @@ class PodCache:
         lets it go (pkg/kubelet/status: TerminatePod). So, on its contracts: a pod that finishes
         is its change then a DELETED notice; a change of a finished pod is not sent, nor is its
         removal; one that runs again (a fixture edited back) is ADDED again. A pod refused at
-        admission is never terminated, so never DELETED, not even once removed: the kubelet's
-        watchers hold it, and so do ours (seen beside a registered kubelet)."""
+        admission finished without running, and is not terminated then: it is followed as a
+        running pod is, until it is removed (seen beside a registered kubelet)."""
         told: list[PodEvent] = []
         for event in events:
             if event.type is EventType.DELETED:
-                told.append(dataclasses.replace(event, told=_UNTOLD) if event.pod.finished else event)
+                told.append(dataclasses.replace(event, told=_UNTOLD) if event.pod.terminated else event)
                 continue
-            if event.previous is not None and event.previous.finished:
-                # Back to running it is ADDED again: an update to a client that still holds it
-                # (refused, or from its snapshot), as the kubelet's ADDED again is.
-                told.append(dataclasses.replace(event, told=_UNTOLD if event.pod.finished else _TOLD_ADDED))
+            if event.previous is not None and event.previous.terminated:
+                # Back to running (or refused) it is ADDED again: an update to a client that
+                # still holds it from its snapshot, as the kubelet's ADDED again is.
+                told.append(dataclasses.replace(event, told=_UNTOLD if event.pod.terminated else _TOLD_ADDED))
                 continue
             told.append(event)
             if event.pod.terminated:

@@ -42,7 +42,7 @@ JSON_PER_PB = 2
 _FINISHED = ("Succeeded", "Failed")
 _FINISHED_BYTES = tuple(phase.encode() for phase in _FINISHED)
 # The message the kubelet gives a pod it refused at admission (pkg/kubelet: rejectPod), and no
-# other: such a pod never reaches its pod workers, so it is never terminated.
+# other: such a pod never reaches its pod workers, so it is not terminated when it fails.
 _REJECTED = "Pod was rejected: "
 
 # The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
@@ -291,8 +291,8 @@ class PodVersion(Masked):
     @property
     def rejected(self) -> bool:
         """Whether the kubelet refused it at admission: Failed with the kubelet's message for
-        that. It never started, so the kubelet never terminates it (pkg/kubelet/pod_workers:
-        cleanupUnstartedPod), and its watch never says DELETED of it."""
+        that. It finished without ever running, and the kubelet's watch follows it on: its
+        changes are MODIFIED, its removal DELETED (seen beside a registered kubelet v1.37.2)."""
         if _REJECTED.encode() not in self.framed:
             return False
         status = self.message.status
@@ -300,8 +300,8 @@ class PodVersion(Masked):
 
     @property
     def terminated(self) -> bool:
-        """Whether the kubelet's watch has said DELETED of it (it may stay listed): it finished,
-        and was not refused at admission, which the kubelet never terminates."""
+        """Whether the kubelet's watch has said DELETED of it while it stays listed: it finished,
+        and was not refused at admission (pkg/kubelet/status TerminatePod)."""
         return self.finished and not self.rejected
 
     def masked(self, view: View) -> Masked:

@@ -321,7 +321,7 @@ class Watcher:
             entry.newest = event
             entry.tell(event)
             # Came and went unseen: neither is sent. (Unless its client on the kubelet's
-            # contracts holds the UID: a refused pod, removed and never DELETED, back again.)
+            # contracts holds the UID: a finished pod of its snapshot, removed unsaid, back again.)
             if not entry.had and event.type is _DELETED and (self._held is None or uid not in self._held):
                 merged += 1
             else:

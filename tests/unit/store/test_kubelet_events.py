@@ -231,20 +231,22 @@ async def test_after_its_deleted_a_finished_pod_is_out_of_the_kubelets_watch() -
     ]
 
 
-async def test_a_pod_refused_at_admission_is_never_deleted_on_the_kubelets_contracts() -> None:
+async def test_a_pod_refused_at_admission_is_followed_until_it_is_removed() -> None:
     """The kubelet refuses it with phase Failed and "Pod was rejected: ..." and never starts it,
-    so never terminates it: its watch says no DELETED of it, not even once it is removed (seen
-    beside a registered kubelet v1.37.2; pkg/kubelet rejectPod, pod_workers cleanupUnstartedPod)."""
+    so does not terminate it then: its watch sends no DELETED when it fails, its changes are
+    MODIFIED, and its removal is DELETED (seen beside a registered kubelet v1.37.2)."""
     cache, streams = setup()
     sink = cache.source("apiserver")
     sink.replace([stored("1", "Pending", name="pod-1")])
     kubelet, state = await started(streams, KUBELET, 1), await started(streams, STATE, 1)
     refused = {"message": "Pod was rejected: Node didn't have enough resource: cpu", "reason": "OutOfcpu"}
     sink.upsert(stored("1", "Failed", name="pod-1", status=refused))
+    sink.upsert(stored("1", "Failed", name="pod-1", status=refused, labels={"deleting": "yes"}))
     sink.delete("1")
     sink.upsert(stored("2", name="pod-2"))  # a later change, to show what came between
-    assert [f[:2] for f in await take(kubelet, 2)] == [["MODIFIED", "1"], ["ADDED", "2"]]
-    assert [f[:2] for f in await take(state, 3)] == [["MODIFIED", "1"], ["DELETED", "1"], ["ADDED", "2"]]
+    told = [["MODIFIED", "1"], ["MODIFIED", "1"], ["DELETED", "1"], ["ADDED", "2"]]
+    assert [f[:2] for f in await take(kubelet, 4)] == told
+    assert [f[:2] for f in await take(state, 4)] == told
 
 
 async def test_the_last_statuses_of_a_pod_the_kubelet_no_longer_lists_go_to_its_contracts_alone() -> None:
