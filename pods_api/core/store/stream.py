@@ -76,8 +76,19 @@ def change(event: PodEvent, view: View, kubelet: bool = False) -> tuple[EventTyp
     told = event.told
     if told is not None and kubelet:
         # As the kubelet's watch sends it, whatever the served pods' diff says; its contracts
-        # take no selector, so only the encoding's mask applies.
-        return None if told.type is None else (told.type, told.pod or event.pod)
+        # take no selector, so only the encoding's mask applies. A coalesced MODIFIED that
+        # brings its client back to what it holds is not sent.
+        if told.type is None:
+            return None
+        pod = told.pod or event.pod
+        if (
+            told.type is EventType.MODIFIED
+            and event.coalesced
+            and event.previous is not None
+            and _unchanged(event.previous, pod, view, True)
+        ):
+            return None
+        return told.type, pod
     if event.notice:
         return None
     kind, pod, previous = event.type, event.pod, event.previous
@@ -244,7 +255,7 @@ class Watch:
         if encoding.kubelet and self.snapshot is not None:
             # Told as the kubelet tells (watch.py): a watcher behind is brought to what a client
             # that kept up holds, from what this one holds.
-            self.watcher.hold(pod.uid for pod in self.view.select(self.snapshot.pods))
+            self.watcher.hold(self.view.select(self.snapshot.pods))
         self.snapshot, self.replay = None, []
         return start
 

@@ -218,15 +218,16 @@ class Watcher:
         # order; an entry that changes again moves to the end). A pod's first event is kept as
         # it is; only a second one makes a _Pending (1 µs, per watcher and event).
         self._pending: dict[str, PodEvent | _Pending] = {}
-        # On the kubelet's contracts: the UIDs its client holds (`hold`). None: the served diff.
-        self._held: set[str] | None = None
+        # On the kubelet's contracts: what its client holds, by UID (`hold`): the versions it was
+        # sent, which the cache shares. None: the served diff.
+        self._held: dict[str, PodVersion] | None = None
         self._wakeup = asyncio.Event()
         self._ended: WatchEnded | None = None
 
-    def hold(self, uids: Iterable[str]) -> None:
+    def hold(self, pods: Iterable[PodVersion]) -> None:
         """Its client is on the kubelet's contracts and holds these pods (its start): from here
         on each event it takes is followed, and a coalesced one made from what it holds."""
-        self._held = set(uids)
+        self._held = {pod.uid: pod for pod in pods}
 
     async def get(self) -> PodEvent:
         """The next event; raises WatchEnded when the watch is over."""
@@ -359,18 +360,18 @@ class Watcher:
         return not self._queue and not self._pending
 
 
-def _follow(held: set[str], told: Said) -> None:
+def _follow(held: dict[str, PodVersion], told: Said) -> None:
     """What a client of the kubelet's contracts holds once told `told`."""
     if told is None:
         return
     kind, pod = told
     if kind is _DELETED:
-        held.discard(pod.uid)
+        held.pop(pod.uid, None)
     else:
-        held.add(pod.uid)
+        held[pod.uid] = pod
 
 
-def _retold(held: set[str], entry: PodEvent | _Pending) -> PodEvent | None:
+def _retold(held: dict[str, PodVersion], entry: PodEvent | _Pending) -> PodEvent | None:
     """The coalesced event for a client of the kubelet's contracts that holds `held`: it takes
     the client to what one that kept up holds (`entry.said`, the last thing that one was told);
     None when it already does. An event alone, told as published to a client that holds what
@@ -379,12 +380,12 @@ def _retold(held: set[str], entry: PodEvent | _Pending) -> PodEvent | None:
     if told is None:
         return None
     kind, pod = told
-    had = pod.uid in held
+    was = held.get(pod.uid)
     if kind is _DELETED:
-        if not had:
+        if was is None:
             return None
     else:
-        kind = EventType.MODIFIED if had else _ADDED
+        kind = _ADDED if was is None else EventType.MODIFIED
     _follow(held, (kind, pod))
     if isinstance(entry, PodEvent):
         if kind is told[0]:
@@ -392,14 +393,10 @@ def _retold(held: set[str], entry: PodEvent | _Pending) -> PodEvent | None:
         newest = entry
     else:
         newest = entry.newest
+    # `previous`: what the client held, so that a MODIFIED bringing it back to that is not sent
+    # (core/store/stream.py `change`).
     return PodEvent(
-        newest.type,
-        newest.pod,
-        newest.revision,
-        newest.previous,
-        newest.published,
-        coalesced=True,
-        told=Told(kind, pod),
+        newest.type, newest.pod, newest.revision, was, newest.published, coalesced=True, told=Told(kind, pod)
     )
 
 
