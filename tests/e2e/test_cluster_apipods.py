@@ -30,6 +30,8 @@ import yaml
 from cluster import NODE_IP, Cluster, container, deployment, template
 from kubeletcompare import (
     GROUPS,
+    QUIET,
+    TYPES,
     WHOLE,
     Action,
     Moment,
@@ -47,6 +49,7 @@ from serve import Served, start
 from tcpcut import Link
 
 from pods_api.core.api.codec import pod_from_bytes
+from pods_api.sources.apiserver import MAX_RETRY
 
 # The scenario takes the cluster through getfixturevalue (it may be loaded instead): marked here.
 pytestmark = pytest.mark.needs_cluster
@@ -63,6 +66,10 @@ GRACE = 20
 # Waits that include a container's start on a loaded machine, a crash and its back-off, or a
 # graceful delete's period.
 SLOW = 180.0
+# Once its link is mended the standalone's next try waits out its backoff (MAX_RETRY at most,
+# as its failures while cut add up), then it is told 410 and lists: three times that is room for
+# a loaded machine, and a wait that ends early on the line.
+RELIST_WAIT = 3 * MAX_RETRY
 MIRROR = "kubernetes.io/config.mirror"
 # The standalone's link to the API server (the scenario makes it; the compaction cuts it).
 LINKS: list[Link] = []
@@ -314,6 +321,19 @@ ACTIONS = [
 
 
 @dataclass
+class Relist:
+    """What the standalone did after the compaction: its log line saying it was told 410 (None:
+    none came), and its requests of the API server from the action on (verb and query)."""
+
+    told: str | None
+    requests: list[str]
+
+    @property
+    def listed(self) -> bool:
+        return any(r.startswith("list ") or "sendInitialEvents=True" in r for r in self.requests)
+
+
+@dataclass
 class Scenario:
     """The actions' moments; what each server answers a GetPod of the mirror's UID and of a UID
     it never had; how each recorded watch ended; the standalone's requests of the API server."""
@@ -323,7 +343,8 @@ class Scenario:
     mirror: dict[str, str]
     unknown: dict[str, str]
     ends: dict[str, list[str]]
-    relisted: bool
+    relist: Relist
+    refused_removed: dict[str, list[str]]
 
 
 UNKNOWN_UID = "0123456789abcdef0123456789abcdef"
@@ -344,8 +365,48 @@ def scenario(request: pytest.FixtureRequest) -> Iterator[Scenario]:
         yield ran
 
 
-def _lists(request: Request) -> bool:
-    return request.verb == "list" or request.query.get("sendInitialEvents") == "True"
+def _removed(cluster: Cluster, name: str, recorders: dict[str, Recorder]) -> dict[str, list[str]]:
+    """The pod `name` deleted from the API server: the types of the events each server sends of
+    it until every List lacks it and the kubelet has been quiet for QUIET (a DELETED may come
+    once a pod has stopped, after it leaves the List)."""
+    (gone,) = app(cluster.node.pods(), name)
+    uid = gone["metadata"]["uid"]
+    marks = {server: len(recorder) for server, recorder in recorders.items()}
+    cluster.kubectl("-n", NAMESPACE, "delete", "pod", name, "--wait=false")
+    cluster.node.wait_pods(lambda pods: not app(pods, name), f"{name} removed", SLOW)
+    for server, recorder in recorders.items():
+        _wait_unlisted(recorder.target, uid, f"{server}'s List without {name}")
+    recorders["kubelet"].wait_quiet(QUIET)
+    return {
+        server: [TYPES[e.type] for e in recorder.events[marks[server] :] if e.uid == uid]
+        for server, recorder in recorders.items()
+    }
+
+
+def _wait_unlisted(target: str, uid: str, what: str) -> None:
+    deadline = time.monotonic() + SLOW
+    while uid in {uid_of(pod) for pod in list_pods(target)}:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {SLOW} s")
+        time.sleep(0.5)  # the next relist or event; a List's change announces nothing
+
+
+def _relist(standalone: Served, line_mark: int, cluster: Cluster, user: str, audit_mark: int) -> Relist:
+    """Waits for the standalone's line saying it was told 410 and lists again (its reconnect
+    after the link is mended waits out its backoff, MAX_RETRY at most), then reads what it asked
+    the API server from the action on: the list, or a watch-list where the server offers it (a
+    watch sending its initial events)."""
+    try:
+        told: str | None = standalone.wait_for_line("listing again", RELIST_WAIT, since=line_mark)
+    except AssertionError:
+        told = None
+    requests = [_said(r) for r in cluster.plane.requests(user, audit_mark)]
+    return Relist(told.strip() if told else None, requests)
+
+
+def _said(request: Request) -> str:
+    query = "&".join(f"{k}={v}" for k, v in sorted(request.query.items()))
+    return f"{request.verb} {query} -> {request.code}"
 
 
 def _save(ran: Scenario, path: Path) -> None:
@@ -391,20 +452,17 @@ def _running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
             recorder.wait(lambda e: e.type == SYNCED)
         moments: dict[str, Moment] = {}
         user = f"system:serviceaccount:{ACCOUNT[0]}:{ACCOUNT[1]}"
-        compacted = 0
+        relist, refused_removed = Relist(None, []), {}
         for action in ACTIONS:
             marks = {name: len(recorder) for name, recorder in recorders.items()}
             log_mark, before = node.log_size(), {uid_of(p) for p in list_pods(node.target)}
-            if action.id == "10-compacted":
-                compacted = cluster.plane.audit_size()
+            audit_mark, line_mark = cluster.plane.audit_size(), len(servers["standalone"].lines)
             action.do(cluster)
             moments[action.id] = settle(node, action, targets, recorders, marks, before, log_mark)
-        # Told 410 and listed again, at the latest by the end (its reconnect waits out its
-        # backoff): its log says so, and the API server's audit log has the list, a watch-list
-        # where the server offers it (a watch sending its initial events).
-        told = any("410" in line and "listing again" in line for line in servers["standalone"].lines)
-        relists = [r for r in cluster.plane.requests(user, compacted) if _lists(r)]
-        relisted = told and bool(relists)
+            if action.id == "8-admission":
+                refused_removed = _removed(cluster, "refused", recorders)
+            if action.id == "10-compacted":
+                relist = _relist(servers["standalone"], line_mark, cluster, user, audit_mark)
         mirror = mirror_of(cluster)
         assert mirror is not None
         mirror_uid = mirror["metadata"]["uid"]
@@ -415,7 +473,8 @@ def _running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
             {name: str(get_answer(target, mirror_uid)) for name, target in everyone.items()},
             {name: str(get_answer(target, UNKNOWN_UID)) for name, target in everyone.items()},
             {name: [e.end for e in recorder.events if e.end] for name, recorder in recorders.items()},
-            relisted,
+            relist,
+            refused_removed,
         )
     finally:
         for recorder in recorders.values():
@@ -432,7 +491,8 @@ def _running(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
 # on which pods an action leaves behind).
 SEEN = (
     "seen: config.seen is when pods-api first saw the pod, some ms from the kubelet's; and pods-api "
-    "serves the API server's newest resourceVersion and managedFields, the kubelet those it first saw"
+    "serves the API server's newest resourceVersion and managedFields (one real version's), the "
+    "kubelet those it first saw"
 )
 TIMES = (
     "times: condition times from the runtime's events and the API server's copy, a second from the "
@@ -443,8 +503,8 @@ RESTARTED = (
     "pods-api, which did not restart, keeps it as first seen"
 )
 ADMISSION = (
-    "admission: the kubelet announces a pod it refused as ADDED (Failed), never DELETED; pods-api's "
-    "finished-pod rule sends DELETED for it, so a watcher holds it no more"
+    "admission: the kubelet's first word of a pod it refused is ADDED (Failed); pods-api heard of "
+    "the pod before the refusal reached the API server: ADDED (Pending), then MODIFIED (Failed)"
 )
 NOT_READY = (
     "not ready: the API server away past the node monitor's grace period, the controller manager "
@@ -460,7 +520,7 @@ LAST_STATE = (
     "status, with no exited container left, wins over the API server's"
 )
 ALL = tuple(action.id for action in ACTIONS)
-AFTER_ADMISSION = ALL[ALL.index("8-admission") :]
+
 KNOWN: dict[tuple[str, str, str], str] = {
     **{
         ("bridge", a, g): REPLAY
@@ -474,10 +534,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
     },
     **{("standalone", a, "metadata"): f"{SEEN}; {RESTARTED}" for a in ALL[-2:]},
     **{("standalone", a, "conditions"): f"{TIMES}; {NOT_READY}" for a in ALL},
-    **{("standalone", a, "watch-held"): ADMISSION for a in AFTER_ADMISSION},
     ("standalone", "8-admission", "watch-types"): ADMISSION,
     **{("standalone", a, "watch-types"): NOT_READY for a in ("9-apiserver-outage", "10-compacted")},
-    **{("standalone", a, "watch-types"): REPLAY for a in ALL[-2:]},
+    **{("standalone", a, g): REPLAY for a in ALL[-2:] for g in ("watch-types", "watch-held")},
     ("standalone", "12-node-restarted", "containerStatuses"): LAST_STATE,
 }
 
@@ -521,16 +580,21 @@ def test_an_unknown_uid_is_answered_as_the_kubelet_answers_it(scenario: Scenario
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="not seen within the scenario's run: after its link is mended the standalone waits out "
-    "its backoff (over a minute); a run of the same steps alone showed the 410 and the watch-list",
-)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_refused_pod_removed_is_told_as_the_kubelet_tells_it(scenario: Scenario, mode: str) -> None:
+    """No DELETED when the kubelet refused it (it never ran, so it was not terminated); once
+    removed, the kubelet's watch sends its last change and its DELETED: pods-api's too."""
+    said = scenario.refused_removed
+    assert said[mode] == said["kubelet"] == ["MODIFIED", "DELETED"], said
+
+
 def test_the_standalone_listed_again_after_the_compaction(scenario: Scenario) -> None:
     """etcd compacted past its resourceVersion and the API server's watch cache started anew:
     its watch from where it was is refused ("410 Expired: too old resource version"), and it
     lists again, with a watch-list."""
-    assert scenario.relisted
+    relist = scenario.relist
+    assert relist.told is not None and "410" in relist.told, relist
+    assert relist.listed, relist
 
 
 @pytest.mark.parametrize("mode", MODES)

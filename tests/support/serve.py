@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import queue
 import shutil
 import signal
 import subprocess
@@ -34,7 +33,8 @@ class Served:
     proc: subprocess.Popen[str]
     run_dir: Path
     lines: list[str] = field(default_factory=list)
-    _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    _ended: bool = False  # stderr closed: the process is gone
+    _changed: threading.Condition = field(default_factory=threading.Condition)
     _reader: threading.Thread | None = None
 
     @property
@@ -49,22 +49,22 @@ class Served:
     def target(self) -> str:
         return f"unix:{self.socket}"
 
-    def wait_for_line(self, text: str, timeout: float = TIMEOUT) -> str:
-        """The next stderr line containing text (lines seen before are in self.lines)."""
-        for line in self.lines:
-            if text in line:
-                return line
-        while True:
-            try:
-                line = self._queue.get(timeout=timeout)
-            except queue.Empty:
+    def wait_for_line(self, text: str, timeout: float = TIMEOUT, since: int = 0) -> str:
+        """The first stderr line from line `since` on (a `len(lines)` taken before the step that
+        should print it) containing text, waited for up to timeout."""
+
+        def found() -> str | None:
+            return next((line for line in self.lines[since:] if text in line), None)
+
+        with self._changed:
+            if not self._changed.wait_for(lambda: found() is not None or self._ended, timeout):
                 raise AssertionError(
                     f"no line with {text!r} from pods-api in {timeout} s:\n" + "".join(self.lines)
-                ) from None
+                )
+            line = found()
             if line is None:
                 raise AssertionError(f"pods-api exited waiting for {text!r}:\n" + "".join(self.lines))
-            if text in line:
-                return line
+            return line
 
     def wait_ready(self) -> None:
         """Block until the standard health service says SERVING (an event: Watch streams it)."""
@@ -93,9 +93,12 @@ class Served:
     def _pump(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
-            self.lines.append(line)
-            self._queue.put(line)
-        self._queue.put(None)
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
 
 
 # Every server started and not yet closed, by pid: what close_all() stops.
