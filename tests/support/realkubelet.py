@@ -382,9 +382,24 @@ class Node:
             if want(pods):
                 return pods
             if time.monotonic() > deadline:
-                names = {name: pod["status"].get("phase") for name, pod in pods.items()}
-                raise AssertionError(f"the kubelet did not reach {what} within {timeout} s: {names}")
+                states = {name: _state(pod) for name, pod in pods.items()}
+                raise AssertionError(
+                    f"the kubelet did not reach {what} within {timeout} s: {states}; "
+                    f"its log ends: {log_tail(self.log, 20)}"
+                )
             time.sleep(POLL)
+
+
+def _state(pod: dict[str, Any]) -> str:
+    """A pod's phase and each container's state, reason and restarts, as `kubectl get` sums it."""
+    status = pod["status"]
+    containers = [
+        f"{c['name']}: {next(iter(c.get('state') or {'?': {}}))}"
+        f" {next(iter((c.get('state') or {}).values()), {}).get('reason', '')}"
+        f" restarts {c.get('restartCount', 0)}"
+        for c in status.get("containerStatuses", [])
+    ]
+    return f"{status.get('phase')} [{'; '.join(containers)}]"
 
 
 def static_pod(name: str, command: list[str], **spec: Any) -> dict[str, Any]:
