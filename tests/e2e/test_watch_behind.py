@@ -126,10 +126,12 @@ async def test_a_watcher_behind_is_told_what_one_that_kept_up_was(tmp_path: Path
                 write(fixtures, name, pod(name, "Succeeded"))
                 for client in (reading, paused):
                     assert about(await client.until(DELETED, name), name) == ["MODIFIED", "DELETED"]
-            # The paused one stops reading; filler changes until its queue has overflowed.
+            # The paused one stops reading; filler changes until its queue has overflowed (the
+            # others read every change whole, so it is the one that coalesces).
             for round_ in range(1, MAX_ROUNDS):
                 write(fixtures, "fillers", fillers(round_))
-                await reading.until(MODIFIED, f"filler-{FILLERS - 1}")
+                for client in (reading, lookup):
+                    await client.until(MODIFIED, f"filler-{FILLERS - 1}")
                 if await asyncio.to_thread(coalesced, served) > 0:
                     break
             else:
