@@ -104,7 +104,7 @@ class NodePaths:
 
     def take(self) -> None:
         for path in NODE_PATHS:
-            if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            if path.exists() and (not path.is_dir() or _holds_files(path)):
                 raise Unavailable(
                     f"{path} exists on this machine: the lab will not run a node over a real one"
                 )
