@@ -44,6 +44,7 @@ _FINISHED_BYTES = tuple(phase.encode() for phase in _FINISHED)
 # The message the kubelet gives a pod it refused at admission (pkg/kubelet: rejectPod), and no
 # other: such a pod never reaches its pod workers, so it is not terminated when it fails.
 _REJECTED = "Pod was rejected: "
+_REJECTED_BYTES = _REJECTED.encode()
 
 # The tag of field 1, length-delimited: ListPodsResponse.pods and GetPodResponse.pod.
 _FIELD_1 = b"\x0a"
@@ -293,7 +294,7 @@ class PodVersion(Masked):
         """Whether the kubelet refused it at admission: Failed with the kubelet's message for
         that. It finished without ever running, and the kubelet's watch follows it on: its
         changes are MODIFIED, its removal DELETED (seen beside a registered kubelet v1.37.2)."""
-        if _REJECTED.encode() not in self.framed:
+        if _REJECTED_BYTES not in self.framed:
             return False
         status = self.message.status
         return status.phase == "Failed" and status.message.startswith(_REJECTED)

@@ -17,11 +17,11 @@ version it holds to the current one:
 On the kubelet's contracts (v1alpha1.Pods, Pods) a client is told what the kubelet's watch would
 tell it (`Told`), which is not the served diff: a finished pod is DELETED yet stays listed, and
 its later changes and its removal are not sent. So a watcher there keeps what its client holds
-(a set of UIDs, from its snapshot on: `hold`), and each coalesced event is made from that and
-from the last thing a client that kept up was told of the pod in the meantime: nothing told, no
-event; told the pod (ADDED or MODIFIED), MODIFIED if held, else ADDED; told DELETED, DELETED if
-held, else nothing. A watcher behind then ends holding what one that kept up holds (but for a
-pod that came and went while it was behind, which it never hears of).
+(the versions it was sent, by UID, from its snapshot on: `hold`), and each coalesced event is made
+from that and from the last thing a client that kept up was told of the pod in the meantime:
+nothing told, no event; told the pod (ADDED or MODIFIED), MODIFIED if held (none if it holds
+that very version), else ADDED; told DELETED, DELETED if held, else nothing. A watcher behind
+then ends holding what one that kept up holds (tests/unit/store/test_kubelet_coalescing.py).
 
 Coalesced events go out in the order of their newest version, and each carries that version's
 revision. So a watcher that falls behind misses only intermediate versions of a pod (and pods
